@@ -1,0 +1,261 @@
+r"""One experiment end to end: task + model + training + evaluation + theory, as a JSON-able dict.
+
+This is what the command line, the chapters' widgets and ``reproduce`` all call, so the three
+agree by construction.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field, replace
+
+import numpy as np
+import torch
+
+from . import theory
+from .constructions import block_features, block_gamma
+from .device import describe_device, resolve_device
+from .errors import ConfigError, check_choice, check_float, check_int
+from .evaluate import LossEstimate, estimate_loss
+from .models import (
+    ACTIVATIONS,
+    ATTENTION_KINDS,
+    GLU,
+    GLU_READS,
+    GLU_WRITES,
+    LSA,
+    Block,
+    InContextRegressor,
+)
+from .monomials import PolyMap, monomial_count
+from .seeding import seed_everything
+from .tasks import TaskConfig
+from .train import TrainConfig, TrainResult, train
+
+MODEL_KINDS = ("lsa", "glu-lsa")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    r"""Which model: ``kind`` ``"lsa"`` (attention only) or ``"glu-lsa"``; ``depth`` $L$;
+    ``feature_slots`` $m$ and ``glu_width`` $h$ (``None``: $p_2$ of the task's $d$, and $h = m$).
+
+    ``attention`` (``"full"`` $P, Q$ or ``"sparse"``: value = label, $\Gamma$ on the features)
+    defaults to full for LSA and sparse for GLU-LSA; ``glu_reads`` defaults to ``"x"`` for one
+    block and ``"x+slots"`` for deeper stacks (so a GLU can multiply $x$ by a stored feature).
+    """
+
+    kind: str = "lsa"
+    depth: int = 1
+    feature_slots: int | None = None
+    glu_width: int | None = None
+    attention: str | None = None
+    glu_reads: str | None = None
+    glu_writes: str = "slots"
+    activation: str = "none"
+    glu_init: str = "normal"
+    attention_init_std: float = 0.02
+
+    def __post_init__(self) -> None:
+        check_choice("model", self.kind, MODEL_KINDS)
+        object.__setattr__(self, "depth", check_int("depth", self.depth, minimum=1))
+        if self.feature_slots is not None:
+            minimum = 1 if self.kind == "glu-lsa" and self.glu_writes == "slots" else 0
+            object.__setattr__(self, "feature_slots",
+                               check_int("slots", self.feature_slots, minimum=minimum))
+        if self.glu_width is not None:
+            object.__setattr__(self, "glu_width", check_int("width", self.glu_width, minimum=1))
+        if self.attention is not None:
+            check_choice("attention", self.attention, ATTENTION_KINDS)
+        if self.glu_reads is not None:
+            check_choice("glu_reads", self.glu_reads, GLU_READS)
+        check_choice("glu_writes", self.glu_writes, GLU_WRITES)
+        check_choice("activation", self.activation, ACTIVATIONS)
+        check_choice("glu_init", self.glu_init, ("normal", "small"))
+        check_float("attention_init_std", self.attention_init_std, minimum=0.0)
+        if self.kind == "lsa" and (self.glu_width is not None):
+            raise ConfigError("width", self.glu_width, "no GLU width for model 'lsa'")
+
+    def resolved(self, task: TaskConfig) -> ModelConfig:
+        """Fill the ``None`` defaults for ``task``."""
+        slots = self.feature_slots
+        if slots is None:
+            slots = 0 if self.kind == "lsa" else monomial_count(task.input_dim, 2)
+        width = self.glu_width if self.glu_width is not None else (slots if self.kind != "lsa"
+                                                                   else None)
+        attention = self.attention or ("full" if self.kind == "lsa" else "sparse")
+        reads = self.glu_reads or ("x" if self.depth == 1 else "x+slots")
+        return replace(self, feature_slots=slots, glu_width=width, attention=attention,
+                       glu_reads=reads)
+
+
+def build_model(config: ModelConfig, task: TaskConfig, device: torch.device | str = "cpu",
+                seed: int = 0, dtype: torch.dtype = torch.float32) -> InContextRegressor:
+    """A freshly initialised model for ``task``; initialisation is seeded by ``seed``."""
+    config = config.resolved(task)
+    seed_everything(seed)
+    d, m = task.input_dim, config.feature_slots
+    dim = d + m + 1
+    blocks = []
+    for _ in range(config.depth):
+        glu = None
+        if config.kind == "glu-lsa":
+            glu = GLU(d, m, config.glu_width, config.glu_reads, config.glu_writes,
+                      config.activation, config.glu_init)
+        blocks.append(Block(LSA(dim, config.attention, config.attention_init_std), glu))
+    return InContextRegressor(blocks, d, m).to(device=torch.device(device), dtype=dtype)
+
+
+@dataclass(frozen=True)
+class TheoryValues:
+    """What theory says for a task and model class (``None`` where it says nothing exact)."""
+
+    null_loss: float
+    theory_loss: float | None
+    theory_name: str | None
+    bound_loss: float | None
+
+
+def theory_values(task: TaskConfig, config: ModelConfig) -> TheoryValues:
+    """The optimum for this model class where theory gives one, the linear bound, E[y^2].
+
+    - LSA, depth 1: one step of preconditioned GD on $x$ (3.1; for a polynomial task the best
+      one-step *linear* GD). Deeper LSA: no closed form (``None``).
+    - LSA on a polynomial task: ``bound_loss``, the best linear predictor (3.2), for any depth.
+    - GLU-LSA, one bilinear block reading $x$ whose slots and width hold every degree-2 monomial:
+      one step of kernel GD on $\\psi = (x; \\phi_2)$ with the optimal $\\Gamma$ (3.3).
+    """
+    config = config.resolved(task)
+    null = theory.null_loss(task)
+    bound = theory.best_linear_loss(task) if task.kind == "poly" else None
+    loss = name = None
+    if config.kind == "lsa" and config.depth == 1:
+        loss, name = theory.linear_gd_optimum(task).loss, "one-step linear GD optimum (3.1)"
+    p2 = monomial_count(task.input_dim, 2)
+    covers = (config.feature_slots >= p2 and config.glu_width >= p2)
+    if (config.kind == "glu-lsa" and config.depth == 1 and covers and config.activation == "none"
+            and config.glu_reads == "x" and task.covariance is None):
+        features = theory.kernel_features(task.input_dim, 2)
+        optimum = theory.one_step_gd_optimum(task.target_features, features,
+                                             task.context_length, task.noise_std)
+        loss, name = optimum.loss, "one-step kernel GD optimum on (x, phi_2) (3.3)"
+    return TheoryValues(null, loss, name, bound)
+
+
+def exact_model_loss(model: InContextRegressor, task: TaskConfig) -> float | None:
+    r"""The exact test loss where a closed form exists: one block with sparse attention whose
+    features are polynomials of $x$ (a plain LSA layer, or a bilinear GLU reading $x$), isotropic
+    inputs. Then the model is one GD step with its own $\Gamma$ and the 3.3 formula applies."""
+    if model.depth != 1 or task.covariance is not None:
+        return None
+    block = model.blocks[0]
+    if block.lsa.attention != "sparse":
+        return None
+    if block.glu is None:
+        features = PolyMap.monomials(task.input_dim, [1])
+        if model.feature_slots:
+            zeros = PolyMap(features.exponents, np.zeros((model.feature_slots, task.input_dim)))
+            features = features.concat(zeros)
+    elif (block.glu.activation == "none" and block.glu.reads == "x"
+          and block.glu.writes == "slots"):
+        features = block_features(model)
+    else:
+        return None
+    return theory.one_step_gd_loss(block_gamma(model), task.target_features, features,
+                                   task.context_length, task.noise_std)
+
+
+@dataclass
+class ExperimentResult:
+    """Everything a run produced; :meth:`to_json` is the ``--json`` file."""
+
+    task: TaskConfig
+    model_config: ModelConfig
+    train_config: TrainConfig
+    theory: TheoryValues
+    test: LossEstimate
+    exact_test_loss: float | None
+    training: TrainResult
+    device: str
+    model: InContextRegressor | None = field(default=None, repr=False)
+
+    @property
+    def test_loss(self) -> float:
+        return self.exact_test_loss if self.exact_test_loss is not None else self.test.mean
+
+    @property
+    def normalised_test_loss(self) -> float:
+        return self.test_loss / self.theory.null_loss
+
+    @property
+    def ratio_to_theory(self) -> float | None:
+        if self.theory.theory_loss is None or self.theory.theory_loss == 0:
+            return None
+        return self.test_loss / self.theory.theory_loss
+
+    def to_json(self) -> dict:
+        return {
+            "test_loss": self.test_loss,
+            "test_loss_method": "exact" if self.exact_test_loss is not None else "monte-carlo",
+            "test_loss_monte_carlo": self.test.mean,
+            "test_loss_std_error": self.test.std_error,
+            "test_prompts": self.test.num_prompts,
+            "normalised_test_loss": self.normalised_test_loss,
+            "theory_loss": self.theory.theory_loss,
+            "theory_name": self.theory.theory_name,
+            "bound_loss": self.theory.bound_loss,
+            "null_loss": self.theory.null_loss,
+            "ratio_to_theory": self.ratio_to_theory,
+            "train_seconds": self.training.seconds,
+            "steps": self.training.steps,
+            "final_train_loss": float(np.mean(self.training.loss_history[-20:])),
+            "device": self.device,
+            "config": {
+                "task": asdict(self.task),
+                "model": asdict(self.model_config.resolved(self.task)),
+                "train": asdict(self.train_config),
+            },
+        }
+
+
+def run_experiment(
+    task: TaskConfig,
+    model_config: ModelConfig,
+    train_config: TrainConfig,
+    device: torch.device | str | None = "auto",
+    progress: bool | None = None,
+    relative_error: float = 0.01,
+    callback=None,
+) -> ExperimentResult:
+    """Validate everything, then train, evaluate and compare with theory."""
+    device = resolve_device(device)
+    for name, value, kind in (("task", task, TaskConfig), ("model", model_config, ModelConfig),
+                              ("train", train_config, TrainConfig)):
+        if not isinstance(value, kind):
+            raise ConfigError(name, type(value).__name__, f"a {kind.__name__}")
+    values = theory_values(task, model_config)
+    model = build_model(model_config, task, device, seed=train_config.seed)
+    training = train(model, task, train_config, device, progress, callback)
+    start = time.perf_counter()
+    test = estimate_loss(model, task, device, seed=train_config.seed,
+                         relative_error=relative_error)
+    exact = exact_model_loss(model, task)
+    del start
+    return ExperimentResult(task, model_config, train_config, values, test, exact, training,
+                            describe_device(device), model)
+
+
+def default_train_config(task: TaskConfig, model_config: ModelConfig, **overrides
+                         ) -> TrainConfig:
+    """Settings that converge for each model kind (checked in the tests); ``overrides`` win.
+
+    Deeper stacks get a learning rate divided by the depth: the loss is a polynomial of degree
+    about $2L+1$ in the weights, and a rate that suits one layer sends a deep LSA to NaN.
+    """
+    config = model_config.resolved(task)
+    if config.kind == "lsa":
+        base = {"steps": 600, "batch_size": 2000, "learning_rate": 0.02 / config.depth}
+    else:
+        base = {"steps": 1500, "batch_size": 2000, "learning_rate": 0.02 / config.depth}
+    base.update({k: v for k, v in overrides.items() if v is not None})
+    return TrainConfig(**base)

@@ -1,0 +1,155 @@
+"""Plotly figures in the book's style, and figures with static sliders over precomputed sweeps.
+
+Every figure that shows a trained model also shows the theory it should match; the trace
+styles below make the roles recognisable across chapters: trained results solid with markers,
+theory (optima) dashed black, bounds dotted red, baselines grey.
+
+Static sliders: :func:`slider_figure` takes *panels*, one list of traces per combination of
+slider values, and adds one plotly slider per parameter. Each step restyles trace visibility, so
+the sliders move in the published HTML with no kernel. With several sliders, the figure's
+``layout.meta["nlicl_sliders"]`` describes the grid so the page script can combine the sliders
+(each step alone assumes the other sliders at their first value).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+import plotly.graph_objects as go
+
+COLORS = {
+    "trained": "#1f5fbf",
+    "trained2": "#d9730d",
+    "trained3": "#2a9d5c",
+    "trained4": "#8e44ad",
+    "theory": "#111111",
+    "bound": "#c0392b",
+    "baseline": "#7f7f7f",
+}
+PALETTE = ["#1f5fbf", "#d9730d", "#2a9d5c", "#8e44ad", "#b5446e", "#17becf", "#8c564b"]
+
+
+def new_figure(title: str, x_title: str, y_title: str, log_x: bool = False, log_y: bool = False,
+               height: int = 430) -> go.Figure:
+    """An empty figure with an opaque white background (readable in dark mode), responsive."""
+    fig = go.Figure()
+    fig.update_layout(
+        title={"text": title, "x": 0.02, "xanchor": "left"},
+        template="plotly_white",
+        paper_bgcolor="white",
+        plot_bgcolor="white",
+        font={"color": "#222222", "size": 13},
+        height=height,
+        autosize=True,
+        margin={"l": 60, "r": 20, "t": 60, "b": 55},
+        legend={"bgcolor": "rgba(255,255,255,0.9)"},
+        hovermode="closest",
+    )
+    fig.update_xaxes(title_text=x_title, type="log" if log_x else "linear", showline=True,
+                     linecolor="#444", gridcolor="#e6e6e6")
+    fig.update_yaxes(title_text=y_title, type="log" if log_y else "linear", showline=True,
+                     linecolor="#444", gridcolor="#e6e6e6")
+    return fig
+
+
+def trained_trace(x, y, name: str, color: str | None = None, error_y=None, mode="lines+markers",
+                  **kw) -> go.Scatter:
+    """A trained model's results: solid line with markers (optional Monte Carlo error bars)."""
+    return go.Scatter(x=list(x), y=list(y), name=name, mode=mode,
+                      line={"color": color or COLORS["trained"], "width": 2.5},
+                      error_y=None if error_y is None else {"type": "data", "array": list(error_y),
+                                                            "visible": True},
+                      **kw)
+
+
+def theory_trace(x, y, name: str, color: str | None = None, **kw) -> go.Scatter:
+    """What theory says the trained model should reach: dashed line."""
+    return go.Scatter(x=list(x), y=list(y), name=name, mode="lines",
+                      line={"color": color or COLORS["theory"], "width": 2, "dash": "dash"}, **kw)
+
+
+def bound_trace(x, y, name: str, color: str | None = None, **kw) -> go.Scatter:
+    """A bound or baseline no model of the class can beat: dotted line."""
+    return go.Scatter(x=list(x), y=list(y), name=name, mode="lines",
+                      line={"color": color or COLORS["bound"], "width": 2, "dash": "dot"}, **kw)
+
+
+def baseline_trace(x, y, name: str, **kw) -> go.Scatter:
+    """A reference predictor (zero predictor, ridge, ...): thin grey line."""
+    return go.Scatter(x=list(x), y=list(y), name=name, mode="lines",
+                      line={"color": COLORS["baseline"], "width": 1.5, "dash": "dashdot"}, **kw)
+
+
+def slider_figure(
+    base: go.Figure,
+    panels: dict[tuple, Sequence[go.BaseTraceType]],
+    slider_names: Sequence[str],
+    slider_values: Sequence[Sequence],
+    panel_titles: dict[tuple, str] | None = None,
+) -> go.Figure:
+    """Add one static slider per parameter to ``base``.
+
+    ``panels[(v1, v2, ...)]`` holds the traces to show when slider 1 is at ``v1``, slider 2 at
+    ``v2``, and so on; every combination in ``itertools.product(*slider_values)`` must be
+    present. The first value of each slider is shown initially. ``panel_titles`` optionally
+    replaces the figure title per panel.
+    """
+    keys = list(itertools.product(*slider_values))
+    missing = [k for k in keys if k not in panels]
+    if missing:
+        raise ValueError(f"panels is missing the slider combinations {missing[:3]}")
+    if len(slider_names) != len(slider_values):
+        raise ValueError("slider_names and slider_values must have the same length")
+    fig = go.Figure(base)
+    panel_of_trace: list[int] = []
+    for index, key in enumerate(keys):
+        for trace in panels[key]:
+            trace = go.Scatter(trace) if isinstance(trace, dict) else trace
+            trace.visible = index == 0
+            fig.add_trace(trace)
+            panel_of_trace.append(index)
+    default = keys[0]
+
+    def visibility(key: tuple) -> list[bool]:
+        target = keys.index(key)
+        return [p == target for p in panel_of_trace]
+
+    sliders = []
+    gap = 0.16
+    for s, (name, values) in enumerate(zip(slider_names, slider_values, strict=True)):
+        steps = []
+        for value in values:
+            key = tuple(value if i == s else default[i] for i in range(len(default)))
+            args: list = [{"visible": visibility(key)}]
+            if panel_titles is not None:
+                args.append({"title.text": panel_titles[key]})
+            steps.append({"label": str(value), "method": "update" if panel_titles else "restyle",
+                          "args": args if panel_titles else [args[0]]})
+        sliders.append({
+            "active": 0,
+            "currentvalue": {"prefix": f"{name}: ", "font": {"size": 13}},
+            "pad": {"t": 45 + gap * 0, "b": 10},
+            "y": -0.05 - s * gap * 1.6,
+            "yanchor": "top",
+            "len": 0.9,
+            "x": 0.05,
+            "steps": steps,
+        })
+    extra = 110 * len(sliders)
+    fig.update_layout(
+        sliders=sliders,
+        height=(base.layout.height or 430) + extra,
+        margin={"b": 55 + extra},
+        meta={"nlicl_sliders": {
+            "names": list(slider_names),
+            "values": [[str(v) for v in vals] for vals in slider_values],
+            "keys": [[list(vals).index(k[i]) for i, vals in enumerate(slider_values)]
+                     for k in keys],
+            "panel_of_trace": panel_of_trace,
+            "titles": None if panel_titles is None else [panel_titles[k] for k in keys],
+        }},
+    )
+    if panel_titles is not None:
+        fig.update_layout(title_text=panel_titles[default])
+    return fig
