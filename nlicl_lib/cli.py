@@ -134,6 +134,23 @@ def cmd_theory(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    from . import reproduce
+
+    if args.list:
+        for experiment in reproduce.EXPERIMENTS.values():
+            print(f"{experiment.name:<26} chapter {experiment.chapter}: {experiment.description}")
+        return 0
+    if not args.all and not args.only:
+        raise ConfigError("experiments", None, "--all or --only NAME [NAME ...] (see --list)")
+    rows = reproduce.run_experiments(None if args.all else args.only, args.device, args.seed,
+                                     args.json_dir, args.progress)
+    print(reproduce.format_table(rows))
+    if args.json_dir:
+        print(f"wrote {len(rows)} JSON files to {args.json_dir}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m nlicl_lib",
                                      description="Train and check in-context regressors.")
@@ -156,6 +173,16 @@ def build_parser() -> argparse.ArgumentParser:
     _model_args(theory)
     theory.add_argument("--json", default=None, help="write the values to this JSON file")
     theory.set_defaults(func=cmd_theory)
+    reproduce = commands.add_parser("reproduce", help="run every experiment of the book")
+    reproduce.add_argument("--all", action="store_true", help="run every experiment")
+    reproduce.add_argument("--only", nargs="+", default=None, help="run these experiments")
+    reproduce.add_argument("--list", action="store_true", help="list the experiments and stop")
+    reproduce.add_argument("--json-dir", default=None, help="write one JSON per experiment here")
+    reproduce.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
+    reproduce.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
+    reproduce.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                           help="show a progress bar (default: when interactive)")
+    reproduce.set_defaults(func=cmd_reproduce)
     return parser
 
 

@@ -1,0 +1,160 @@
+"""Every headline experiment of the book, runnable from one command.
+
+``python -m nlicl_lib reproduce --all --json-dir results/`` runs each registered experiment,
+writes one JSON per experiment and prints one table: experiment, trained loss, theory value,
+their ratio, seconds and device. Losses in the table are normalised by $\\mathbb E[y^2]$ (the
+zero predictor's loss) so rows of different tasks compare. The book's Results page shows the
+same table. Chapters register their experiments here with :func:`register`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .device import describe_device, resolve_device
+from .errors import ConfigError
+from .experiment import ModelConfig, default_train_config, run_experiment
+from .progress import Progress
+from .tasks import TaskConfig
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """``run(device, seed, progress)`` returns a dict with at least ``trained_loss``,
+    ``theory_loss``, ``theory_name`` and ``null_loss`` (unnormalised)."""
+
+    name: str
+    chapter: int
+    description: str
+    run: Callable[..., dict]
+
+
+EXPERIMENTS: dict[str, Experiment] = {}
+
+
+def register(name: str, chapter: int, description: str):
+    """Decorator adding an experiment to :data:`EXPERIMENTS`."""
+    def decorate(function: Callable[..., dict]) -> Callable[..., dict]:
+        EXPERIMENTS[name] = Experiment(name, chapter, description, function)
+        return function
+    return decorate
+
+
+def _trained_vs_theory(task: TaskConfig, model: ModelConfig, device, seed: int, progress,
+                       reference: str = "theory", **train_overrides) -> dict:
+    """Train with the library defaults and compare with ``theory_loss`` (or ``bound_loss``)."""
+    train_config = default_train_config(task, model, seed=seed, **train_overrides)
+    result = run_experiment(task, model, train_config, device, progress=progress)
+    data = result.to_json()
+    data["trained_loss"] = data["test_loss"]
+    if reference == "bound":
+        data["reference_loss"] = data["bound_loss"]
+        data["reference_name"] = "best linear predictor (3.2)"
+    else:
+        data["reference_loss"] = data["theory_loss"]
+        data["reference_name"] = data["theory_name"]
+    return data
+
+
+@register("ch1-lsa-linear", 1, "1-layer LSA, linear regression d=5, n=20")
+def _ch1(device, seed, progress):
+    return _trained_vs_theory(TaskConfig("linear", 5, 20), ModelConfig("lsa"), device, seed,
+                              progress)
+
+
+@register("ch2-lsa1-quadratic", 2, "1-layer LSA, pure quadratic d=3, n=20")
+def _ch2_depth1(device, seed, progress):
+    return _trained_vs_theory(TaskConfig("poly", 3, 20, degree=2, homogeneous=True),
+                              ModelConfig("lsa"), device, seed, progress, reference="bound")
+
+
+@register("ch2-lsa3-quadratic", 2, "3-layer LSA, pure quadratic d=3, n=20")
+def _ch2_depth3(device, seed, progress):
+    return _trained_vs_theory(TaskConfig("poly", 3, 20, degree=2, homogeneous=True),
+                              ModelConfig("lsa", depth=3), device, seed, progress,
+                              reference="bound")
+
+
+@register("ch3-glu-lsa-quadratic", 3, "1 GLU-LSA block (m=h=p2=6), quadratic d=3, n=20")
+def _ch3(device, seed, progress):
+    return _trained_vs_theory(TaskConfig("poly", 3, 20, degree=2), ModelConfig("glu-lsa"),
+                              device, seed, progress)
+
+
+@dataclass(frozen=True)
+class Row:
+    experiment: str
+    chapter: int
+    trained: float
+    reference: float | None
+    reference_name: str | None
+    seconds: float
+    device: str
+
+    @property
+    def ratio(self) -> float | None:
+        if self.reference is None or self.reference == 0:
+            return None
+        return self.trained / self.reference
+
+
+def run_experiments(names: list[str] | None = None, device="auto", seed: int = 0,
+                    json_dir: str | os.PathLike | None = None, progress: bool | None = None,
+                    on_row: Callable[[Row], None] | None = None) -> list[Row]:
+    """Run the named experiments (all when ``names`` is None), in chapter order."""
+    selected = list(EXPERIMENTS) if not names else names
+    unknown = [n for n in selected if n not in EXPERIMENTS]
+    if unknown:
+        raise ConfigError("experiment", unknown[0], "one of " + ", ".join(EXPERIMENTS))
+    device = resolve_device(device)
+    out = None
+    if json_dir is not None:
+        out = Path(json_dir)
+        if out.exists() and not out.is_dir():
+            raise ConfigError("json_dir", str(json_dir), "a folder (or a path to create one)")
+        out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    selected.sort(key=lambda n: (EXPERIMENTS[n].chapter, list(EXPERIMENTS).index(n)))
+    with Progress(len(selected), progress, desc="experiments") as bar:
+        for name in selected:
+            experiment = EXPERIMENTS[name]
+            start = time.perf_counter()
+            data = experiment.run(device, seed, progress=False)
+            seconds = time.perf_counter() - start
+            null = data["null_loss"]
+            reference = data.get("reference_loss")
+            row = Row(name, experiment.chapter, data["trained_loss"] / null,
+                      None if reference is None else reference / null,
+                      data.get("reference_name"), seconds, describe_device(device))
+            data.update({"experiment": name, "chapter": experiment.chapter,
+                         "description": experiment.description, "seconds": seconds})
+            if out is not None:
+                tmp = out / f".{name}.json.tmp"
+                tmp.write_text(json.dumps(data, indent=2) + "\n")
+                os.replace(tmp, out / f"{name}.json")
+            rows.append(row)
+            if on_row is not None:
+                on_row(row)
+            bar.update(1)
+    return rows
+
+
+def format_table(rows: list[Row]) -> str:
+    """A plain-text table; losses are normalised by E[y^2]."""
+    header = (f"{'experiment':<26} {'trained':>9} {'theory':>9} {'ratio':>7} {'seconds':>8}  "
+              f"device")
+    lines = [header, "-" * len(header)]
+    for row in rows:
+        reference = "-" if row.reference is None else f"{row.reference:.4f}"
+        ratio = "-" if row.ratio is None else f"{row.ratio:.4f}"
+        lines.append(f"{row.experiment:<26} {row.trained:>9.4f} {reference:>9} {ratio:>7} "
+                     f"{row.seconds:>8.1f}  {row.device}")
+    lines.append("losses normalised by E[y^2]; 'theory' is each row's reference: "
+                 + "; ".join(sorted({f"{r.experiment}: {r.reference_name}" for r in rows
+                                     if r.reference_name})))
+    return "\n".join(lines)
