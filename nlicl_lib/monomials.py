@@ -121,11 +121,13 @@ def evaluate_monomials(x: torch.Tensor, exponents: np.ndarray) -> torch.Tensor:
     if exponents.shape[0] == 0:
         return x.new_zeros(x.shape[:-1] + (0,))
     index = torch.as_tensor(_factor_indices(exponents), device=x.device)
-    padded = torch.cat([x, torch.ones_like(x[..., :1])], dim=-1)
-    out = padded.index_select(-1, index[:, 0])
+    # variables first: selecting whole rows is several times faster than gathering along the
+    # last axis of a (batch, tokens, d) tensor
+    padded = torch.cat([x, torch.ones_like(x[..., :1])], dim=-1).movedim(-1, 0).contiguous()
+    out = padded.index_select(0, index[:, 0])
     for r in range(1, index.shape[1]):
-        out = out * padded.index_select(-1, index[:, r])
-    return out
+        out = out * padded.index_select(0, index[:, r])
+    return out.movedim(0, -1).contiguous()
 
 
 @dataclass(frozen=True)
