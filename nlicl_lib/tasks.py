@@ -18,6 +18,9 @@ The embedding puts tokens in rows, shape ``(batch, tokens, dim)`` with ``tokens 
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -152,6 +155,33 @@ def embed(x: torch.Tensor, y: torch.Tensor, feature_slots: int = 0) -> torch.Ten
     return torch.cat([x, slots, labels], dim=-1)
 
 
+PART_SIZE = 1000
+"""Prompts per independently seeded part of a batch. Part ``j`` of a batch draws its numbers
+from ``(seed, stream, step, j)`` alone, so a batch is the same whatever number of threads fill
+it, and a batch of at most ``PART_SIZE`` prompts is one part (seeded as ``(seed, stream, step)``)."""
+
+_pool: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def _run_parts(fill: Callable[[int], None], parts: int, device: torch.device) -> None:
+    """Call ``fill(j)`` for every part: on CPU spread over ``torch.get_num_threads()`` threads
+    (random number generation is single-threaded in torch, and it dominates a training step)."""
+    workers = min(parts, torch.get_num_threads()) if device.type == "cpu" else 1
+    if workers <= 1:
+        for part in range(parts):
+            fill(part)
+        return
+    global _pool
+    if _pool is None or _pool[0] != os.getpid() or _pool[1]._max_workers < workers:
+        _pool = (os.getpid(), ThreadPoolExecutor(max(workers, os.cpu_count() or 1)))
+
+    def fill_every(first: int) -> None:
+        for part in range(first, parts, workers):
+            fill(part)
+
+    list(_pool[1].map(fill_every, range(workers)))
+
+
 def sample_prompts(
     task: TaskConfig,
     batch_size: int,
@@ -164,26 +194,35 @@ def sample_prompts(
     """A batch of prompts that is a pure function of ``(task, batch_size, seed, stream, step)``.
 
     The numbers are drawn on ``device`` (so CPU and CUDA runs of one seed differ, each
-    reproducible on its own).
+    reproducible on its own), in parts of :data:`PART_SIZE` prompts with their own generators,
+    filled in parallel on CPU; the result does not depend on the number of threads.
     """
     batch_size = check_int("batch", batch_size, minimum=1)
     device = torch.device(device)
-    gen = generator(seed, stream, step, device)
     n, d = task.context_length, task.input_dim
-    x = torch.randn(batch_size, n + 1, d, generator=gen, device=device, dtype=dtype)
+    num_coefficients = d if task.kind == "linear" else task.target_features.num_outputs
+    x = torch.empty(batch_size, n + 1, d, device=device, dtype=dtype)
+    coefficients = torch.empty(batch_size, num_coefficients, device=device, dtype=dtype)
+    noise = torch.empty(batch_size, n, device=device, dtype=dtype) if task.noise_std > 0 else None
+    bounds = [(start, min(start + PART_SIZE, batch_size))
+              for start in range(0, batch_size, PART_SIZE)]
+
+    def fill(part: int) -> None:
+        start, stop = bounds[part]
+        gen = generator(seed, stream, step, device, part)
+        torch.randn(stop - start, n + 1, d, generator=gen, out=x[start:stop])
+        torch.randn(stop - start, num_coefficients, generator=gen, out=coefficients[start:stop])
+        if noise is not None:
+            torch.randn(stop - start, n, generator=gen, out=noise[start:stop])
+
+    _run_parts(fill, len(bounds), device)
     if task.covariance is not None:
         chol = torch.linalg.cholesky(torch.as_tensor(task.covariance_matrix, dtype=torch.float64))
         x = x @ chol.T.to(device=device, dtype=dtype)
     if task.kind == "linear":
-        coefficients = torch.randn(batch_size, d, generator=gen, device=device, dtype=dtype)
         y = torch.einsum("btd,bd->bt", x, coefficients)
     else:
-        features = task.target_features
-        coefficients = torch.randn(
-            batch_size, features.num_outputs, generator=gen, device=device, dtype=dtype
-        )
-        y = torch.einsum("btp,bp->bt", features(x), coefficients)
-    if task.noise_std > 0:
-        noise = torch.randn(batch_size, n, generator=gen, device=device, dtype=dtype)
+        y = torch.einsum("btp,bp->bt", task.target_features(x), coefficients)
+    if noise is not None:
         y = torch.cat([y[:, :n] + task.noise_std * noise, y[:, n:]], dim=1)
     return Prompts(x, y, coefficients)

@@ -1,0 +1,49 @@
+"""Prompt sampling in seeded parts (the speed-up of bench/train_step.py) keeps batches a pure
+function of (seed, stream, step): the same whatever the number of threads."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from nlicl_lib.seeding import STREAM_TRAIN, generator
+from nlicl_lib.tasks import PART_SIZE, TaskConfig, sample_prompts
+
+TASKS = [
+    TaskConfig("linear", input_dim=5, context_length=20, noise_std=0.5),
+    TaskConfig("poly", input_dim=3, context_length=10, degree=2),
+    TaskConfig("linear", input_dim=2, context_length=3, covariance=((2.0, 0.5), (0.5, 1.0))),
+]
+
+
+@pytest.fixture
+def restore_threads():
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("task", TASKS, ids=lambda t: t.describe())
+def test_batches_do_not_depend_on_the_thread_count(task, restore_threads):
+    batch = 2 * PART_SIZE + 321
+    torch.set_num_threads(1)
+    serial = sample_prompts(task, batch, seed=4, step=7)
+    torch.set_num_threads(2)
+    parallel = sample_prompts(task, batch, seed=4, step=7)
+    for name in ("x", "y", "coefficients"):
+        assert torch.equal(getattr(serial, name), getattr(parallel, name))
+    # parts are independent draws, not copies of each other
+    assert not torch.equal(parallel.x[:10], parallel.x[PART_SIZE:PART_SIZE + 10])
+
+
+def test_one_part_is_one_generator_in_draw_order():
+    task = TASKS[0]
+    prompts = sample_prompts(task, 50, seed=1, step=2, dtype=torch.float64)
+    gen = generator(1, STREAM_TRAIN, 2, torch.device("cpu"))
+    x = torch.randn(50, 21, 5, generator=gen, dtype=torch.float64)
+    w = torch.randn(50, 5, generator=gen, dtype=torch.float64)
+    noise = torch.randn(50, 20, generator=gen, dtype=torch.float64)
+    assert torch.equal(prompts.x, x) and torch.equal(prompts.coefficients, w)
+    clean = torch.einsum("btd,bd->bt", x, w)
+    assert torch.allclose(prompts.y[:, :20], clean[:, :20] + 0.5 * noise)
+    assert torch.allclose(prompts.y[:, 20], clean[:, 20])
