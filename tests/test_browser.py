@@ -332,10 +332,14 @@ def _check_accessibility(page: object, page_name: str, mode: str) -> None:
 
 
 def _set_dark_mode(page: object) -> None:
-    # pydata-sphinx-theme's dark mode is a data attribute on <html>.
+    # pydata-sphinx-theme's dark mode is a data attribute on <html>. The theme animates the
+    # colour change; axe must see the final colours, so transitions are switched off first.
+    page.add_style_tag(content="*, *::before, *::after { transition: none !important; }")
     page.evaluate(
-        "() => { document.documentElement.dataset.mode = 'dark';"
-        " document.documentElement.dataset.theme = 'dark'; }"
+        "() => new Promise((resolve) => {"
+        " document.documentElement.dataset.mode = 'dark';"
+        " document.documentElement.dataset.theme = 'dark';"
+        " requestAnimationFrame(() => requestAnimationFrame(resolve)); })"
     )
 
 

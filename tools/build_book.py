@@ -33,22 +33,20 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-BUILD_DIR = ROOT / "_build"
-CACHE_DIR = BUILD_DIR / ".jupyter_cache"
-DOCTREES_DIR = BUILD_DIR / ".doctrees"
-DIGEST_FILE = CACHE_DIR / "nlicl-inputs.sha256"
-LIBRARY_DIR = ROOT / "nlicl_lib"
-REQUIREMENTS = ROOT / "requirements.txt"
-BOOK_DIR = ROOT / "book"
+DIGEST_NAME = "nlicl-inputs.sha256"
 
 IMPORTS_LIBRARY = re.compile(r"^\s*(?:from|import)\s+nlicl_lib\b", re.MULTILINE)
 
 
-def inputs_digest(root: Path = ROOT) -> str:
+def cache_dir(root: Path) -> Path:
+    """jupyter-book's execution cache for the book at ``root``."""
+    return root / "_build" / ".jupyter_cache"
+
+
+def inputs_digest(root: Path) -> str:
     """SHA-256 over the library's Python sources and the pinned requirements."""
     digest = hashlib.sha256()
-    library = root / "nlicl_lib"
-    files = sorted(p for p in library.rglob("*.py") if "__pycache__" not in p.parts)
+    files = sorted(p for p in (root / "nlicl_lib").rglob("*.py") if "__pycache__" not in p.parts)
     requirements = root / "requirements.txt"
     if requirements.exists():
         files.append(requirements)
@@ -58,7 +56,7 @@ def inputs_digest(root: Path = ROOT) -> str:
     return digest.hexdigest()
 
 
-def pages_using_library(book_dir: Path = BOOK_DIR) -> set[Path]:
+def pages_using_library(book_dir: Path) -> set[Path]:
     """Book sources (MyST notebooks or .ipynb) whose code imports ``nlicl_lib``."""
     pages = set()
     for path in list(book_dir.rglob("*.md")) + list(book_dir.rglob("*.ipynb")):
@@ -69,11 +67,11 @@ def pages_using_library(book_dir: Path = BOOK_DIR) -> set[Path]:
     return pages
 
 
-def forget_executions(pages: set[Path]) -> list[str]:
-    """Remove the cached executions of ``pages``; return the URIs removed."""
+def forget_executions(cache_path: Path, pages: set[Path]) -> list[str]:
+    """Remove the cached executions of ``pages`` from the cache; return the URIs removed."""
     from jupyter_cache import get_cache
 
-    cache = get_cache(str(CACHE_DIR))
+    cache = get_cache(str(cache_path))
     removed = []
     for record in cache.list_cache_records():
         if record.uri and Path(record.uri).resolve() in pages:
@@ -82,22 +80,26 @@ def forget_executions(pages: set[Path]) -> list[str]:
     return removed
 
 
-def refresh_cache() -> None:
-    """Invalidate library-dependent executions when the library or requirements changed."""
-    current = inputs_digest()
-    previous = DIGEST_FILE.read_text().strip() if DIGEST_FILE.exists() else None
+def refresh_cache(root: Path) -> list[str] | None:
+    """Invalidate library-dependent executions when the library or requirements changed.
+
+    Returns the URIs of the cached executions removed, or None when nothing changed.
+    """
+    cache = cache_dir(root)
+    digest_file = cache / DIGEST_NAME
+    current = inputs_digest(root)
+    previous = digest_file.read_text().strip() if digest_file.exists() else None
     if previous == current:
-        print("nlicl: nlicl_lib and requirements.txt unchanged; cached executions are valid.")
-        return
-    if CACHE_DIR.exists():
-        removed = forget_executions(pages_using_library())
-        names = ", ".join(sorted(Path(uri).name for uri in removed)) or "none cached"
-        print(f"nlicl: nlicl_lib or requirements.txt changed; re-executing pages: {names}")
+        return None
+    removed = []
+    if cache.exists():
+        removed = forget_executions(cache, pages_using_library(root / "book"))
         # Sphinx would otherwise consider the unchanged page sources up to date and not read
         # (so not execute) them again.
-        shutil.rmtree(DOCTREES_DIR, ignore_errors=True)
-    CACHE_DIR.mkdir(parents=True, exist_ok=True)
-    DIGEST_FILE.write_text(current + "\n")
+        shutil.rmtree(root / "_build" / ".doctrees", ignore_errors=True)
+    cache.mkdir(parents=True, exist_ok=True)
+    digest_file.write_text(current + "\n")
+    return removed
 
 
 def build() -> int:
@@ -110,13 +112,18 @@ def build() -> int:
 
 def main() -> int:
     start = time.monotonic()
-    refresh_cache()
+    removed = refresh_cache(ROOT)
+    if removed is None:
+        print("nlicl: nlicl_lib and requirements.txt unchanged; cached executions are valid.")
+    else:
+        print("nlicl: nlicl_lib or requirements.txt changed: pages that import nlicl_lib will be "
+              f"executed again ({len(removed)} cached execution(s) removed).")
     status = build()
     elapsed = time.monotonic() - start
     if status != 0:
         print(f"nlicl: book build FAILED (exit {status}) after {elapsed:.0f} s", file=sys.stderr)
         return status
-    print(f"nlicl: book built in {elapsed:.0f} s: {BUILD_DIR / 'html' / 'index.html'}")
+    print(f"nlicl: book built in {elapsed:.0f} s: {ROOT / '_build' / 'html' / 'index.html'}")
     return 0
 
 

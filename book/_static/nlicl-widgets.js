@@ -11,7 +11,25 @@
   var vendor = new URL("vendor/jupyter-widgets", document.currentScript.src).href;
   window.require = { paths: { "@jupyter-widgets/html-manager/dist": vendor } };
 
-  // 2. Widget labels are typeset through the MathJax 2 API (MathJax.Hub.Queue) whenever
+  // 2. ipywidgets' sliders draw their handle as a role="slider" element without a name (the
+  //    widget's description label is not tied to it), which screen readers announce as an
+  //    unnamed slider (axe-core: aria-input-field-name, serious). Name each handle after its
+  //    widget's description as it appears.
+  function nameSliderHandles(root) {
+    root.querySelectorAll(".noUi-handle[role='slider']").forEach(function (handle) {
+      if (handle.hasAttribute("aria-label") || handle.hasAttribute("aria-labelledby")) {
+        return;
+      }
+      var widget = handle.closest(".widget-slider, .jupyter-widgets");
+      var label = widget && widget.querySelector(".widget-label");
+      var text = label && label.textContent.trim();
+      handle.setAttribute("aria-label", text || "slider");
+    });
+  }
+  new MutationObserver(function () { nameSliderHandles(document); })
+    .observe(document.documentElement, { childList: true, subtree: true });
+
+  // 3. Widget labels are typeset through the MathJax 2 API (MathJax.Hub.Queue) whenever
   //    window.MathJax exists; the book loads MathJax 3, which has no Hub. Provide a Hub whose
   //    Queue calls MathJax 3's typesetPromise, both on the configuration object (before
   //    MathJax loads) and on MathJax itself once it is ready (MathJax 3 replaces the global).

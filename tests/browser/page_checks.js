@@ -60,6 +60,7 @@
     const gd = graphDiv(figureId);
     const groups = gd.querySelectorAll(".slider-container .slider-group");
     const rail = groups[index].querySelector(".slider-rail-touch-rect");
+    rail.scrollIntoView({ block: "center", inline: "center" });
     const box = rail.getBoundingClientRect();
     const steps = gd._fullLayout.sliders.filter((s) => s.visible)[index].steps.length;
     const stepInset = 10;

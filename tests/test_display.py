@@ -1,0 +1,142 @@
+"""nlicl_lib.display: figures that work in the static book and in a live notebook."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import plotly.graph_objects as go
+import pytest
+
+from nlicl_lib import display
+
+
+def slider_figure(curves: int = 3) -> go.Figure:
+    """A figure whose slider switches between precomputed curves, as the chapters use."""
+    fig = go.Figure()
+    for index in range(curves):
+        fig.add_scatter(x=[0, 1, 2], y=[0, index, 2 * index], visible=index == 0)
+    steps = [
+        dict(method="update", label=str(index),
+             args=[{"visible": [other == index for other in range(curves)]}])
+        for index in range(curves)
+    ]
+    fig.update_layout(sliders=[dict(active=0, steps=steps)],
+                      updatemenus=[dict(type="buttons", buttons=[dict(label="reset",
+                                                                       method="relayout",
+                                                                       args=[{}])])])
+    return fig
+
+
+def embedded_figure(html: str) -> tuple[list, dict, dict]:
+    """The (data, layout, config) passed to Plotly.newPlot in ``html``."""
+    call = html[html.index("Plotly.newPlot(") + len("Plotly.newPlot("):]
+    decoder = json.JSONDecoder()
+    rest = call[call.index(",") + 1:].lstrip()
+    data, end = decoder.raw_decode(rest)
+    rest = rest[end:].lstrip()[1:].lstrip()
+    layout, end = decoder.raw_decode(rest)
+    rest = rest[end:].lstrip()[1:].lstrip()
+    config, _ = decoder.raw_decode(rest)
+    return data, layout, config
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(None, False), ("", False), ("0", False), ("no", False), ("1", True), ("true", True),
+     ("YES", True)],
+)
+def test_book_build_mode_follows_the_environment(monkeypatch, value, expected) -> None:
+    if value is None:
+        monkeypatch.delenv(display.BOOK_BUILD_ENV, raising=False)
+    else:
+        monkeypatch.setenv(display.BOOK_BUILD_ENV, value)
+    assert display.in_book_build() is expected
+
+
+def test_prepare_figure_is_opaque_responsive_and_leaves_the_original_alone() -> None:
+    fig = go.Figure(go.Scatter(x=[0, 1], y=[1, 0]), layout=dict(width=900))
+    prepared = display.prepare_figure(fig)
+    assert prepared.layout.paper_bgcolor == display.OPAQUE_BACKGROUND
+    assert prepared.layout.plot_bgcolor == display.OPAQUE_BACKGROUND
+    assert prepared.layout.autosize is True
+    assert prepared.layout.width is None
+    assert prepared.layout.height == display.DEFAULT_HEIGHT_PX
+    assert fig.layout.width == 900 and fig.layout.paper_bgcolor is None
+
+
+def test_prepare_figure_keeps_chosen_colours_and_height() -> None:
+    fig = go.Figure(layout=dict(paper_bgcolor="#f0f0f0", plot_bgcolor="#eeeeee", height=300))
+    prepared = display.prepare_figure(fig)
+    assert prepared.layout.paper_bgcolor == "#f0f0f0"
+    assert prepared.layout.plot_bgcolor == "#eeeeee"
+    assert prepared.layout.height == 300
+
+
+def test_figure_html_uses_the_pages_plotly_and_no_network() -> None:
+    html = display.figure_html(slider_figure(), div_id="figure-under-test")
+    assert html.startswith('<div class="nlicl-plotly" data-nlicl-figure="figure-under-test">')
+    assert 'id="figure-under-test"' in html
+    assert "Plotly.newPlot(" in html
+    assert "<script src" not in html.replace(" ", "")  # plotly.js is not loaded here ...
+    assert not re.search(r"https?://", html)  # ... nor anything else from the network
+    assert len(html) < 20_000  # ... and not inlined (plotly.min.js is megabytes)
+
+
+def test_figure_html_keeps_sliders_menus_and_sets_the_config() -> None:
+    data, layout, config = embedded_figure(display.figure_html(slider_figure(), div_id="f"))
+    assert len(data) == 3
+    assert len(layout["sliders"][0]["steps"]) == 3
+    assert layout["updatemenus"][0]["buttons"][0]["label"] == "reset"
+    assert layout["autosize"] is True and "width" not in layout
+    assert layout["paper_bgcolor"] == display.OPAQUE_BACKGROUND
+    assert config["responsive"] is True
+    assert config["displaylogo"] is False
+
+
+def test_figure_ids_are_stable_in_content_and_unique_on_a_page() -> None:
+    first = display.new_figure_id(slider_figure())
+    second = display.new_figure_id(slider_figure())
+    assert first != second
+    assert first.rsplit("-", 1)[0] == second.rsplit("-", 1)[0]
+    assert first.rsplit("-", 1)[0] != display.new_figure_id(slider_figure(4)).rsplit("-", 1)[0]
+
+
+def test_drawn_trace_count_skips_hidden_traces() -> None:
+    fig = slider_figure(4)
+    fig.add_scatter(x=[0], y=[0], visible="legendonly")
+    fig.add_heatmap(z=[[0, 1], [1, 0]])
+    assert len(fig.data) == 6
+    assert display.drawn_trace_count(fig) == 2
+
+
+def test_figure_output_carries_html_and_the_counts_for_the_browser_test() -> None:
+    data, metadata = display.figure_output(slider_figure(5))
+    # No application/vnd.plotly.v1+json: the strict build fails on it (see the module doc).
+    assert set(data) == {"text/html", "text/plain"}
+    info = metadata["nlicl"]
+    assert info["traces"] == 5 and info["drawn_traces"] == 1
+    assert f'data-nlicl-figure="{info["figure_id"]}"' in data["text/html"]
+
+
+def test_show_in_the_book_build_publishes_html(monkeypatch) -> None:
+    published = []
+    monkeypatch.setenv(display.BOOK_BUILD_ENV, "1")
+    monkeypatch.setattr("IPython.display.publish_display_data",
+                        lambda data, metadata=None, **kwargs: published.append((data, metadata)))
+    display.show(slider_figure())
+    [(data, metadata)] = published
+    assert "Plotly.newPlot(" in data["text/html"]
+    assert metadata["nlicl"]["traces"] == 3
+
+
+def test_show_in_a_live_session_uses_plotlys_renderer(monkeypatch) -> None:
+    shown = []
+    monkeypatch.delenv(display.BOOK_BUILD_ENV, raising=False)
+    monkeypatch.setattr(go.Figure, "show", lambda fig, *args, **kwargs: shown.append((fig, kwargs)))
+    original = slider_figure()
+    display.show(original)
+    [(fig, kwargs)] = shown
+    assert kwargs["config"]["responsive"] is True
+    assert fig.layout.paper_bgcolor == display.OPAQUE_BACKGROUND
+    assert fig is not original and len(fig.layout.sliders) == 1
