@@ -1,4 +1,5 @@
-"""Sphinx extension of the nlicl book: serve plotly.js from the site itself.
+"""Sphinx extension of the nlicl book: what a static, offline, strict site needs on top of
+jupyter-book 1.0 and myst-nb 1.4.
 
 ``nlicl_lib.display.show`` writes figures as HTML that calls ``Plotly.newPlot`` but does not
 carry plotly.js (see its docstring). This extension
@@ -98,7 +99,7 @@ def drop_thebe(app: Any, pagename: str, templatename: str, context: dict, doctre
             context[key] = [asset for asset in context[key] if not _is_thebe_asset(asset)]
 
 
-def _merge_cached_outputs(cache: Any, path: Path) -> bool:
+def _merge_cached_outputs(cache: Any, path: Path) -> None:
     """Replace the notebook at ``path`` by its merge with the cached execution, if any."""
     import nbformat
 
@@ -107,12 +108,10 @@ def _merge_cached_outputs(cache: Any, path: Path) -> bool:
     try:
         _, merged = cache.merge_match_into_notebook(notebook)
     except KeyError:  # not in the cache (e.g. the page is not executed)
-        return False
+        return
     text = nbformat.writes(merged)
     if text != original:
         path.write_text(text, encoding="utf-8")
-        return True
-    return False
 
 
 def complete_executed_notebooks(app: Any, exception: Exception | None) -> None:
