@@ -42,15 +42,19 @@ a direct minimisation over real $\gamma$ instead.
 from __future__ import annotations
 
 import math
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from .errors import ConfigError, check_int
-from .models import LSA
+from .models import LSA, InContextRegressor
 from .seeding import STREAM_OTHER, generator
 from .tasks import TaskConfig
+from .train import TrainConfig, TrainResult, train
 
 
 @dataclass(frozen=True)
@@ -247,3 +251,30 @@ def relative_distance(matrix: np.ndarray, reference: np.ndarray) -> float:
     r"""$\|A - B\|_F / \|B\|_F$."""
     matrix, reference = np.asarray(matrix, float), np.asarray(reference, float)
     return float(np.linalg.norm(matrix - reference) / np.linalg.norm(reference))
+
+
+def train_concurrently(models: Sequence[InContextRegressor], tasks: Sequence[TaskConfig],
+                       configs: Sequence[TrainConfig], workers: int | None = None
+                       ) -> list[TrainResult]:
+    r"""Train independent models at the same time, one per CPU core, each single-threaded.
+
+    The layers of these small models are too small for torch's intra-op threads to pay off
+    (and on a busy machine those threads wait for each other), so a sweep runs whole trainings
+    side by side instead: ``workers`` threads (default: the number of cores), torch set to one
+    thread meanwhile. Each run is :func:`~nlicl_lib.train.train` with its own config; its
+    prompts depend only on its seed and step, and the models are built (initialised) before the
+    call, so the results are the same as training them one after the other on one thread.
+    """
+    if not (len(models) == len(tasks) == len(configs)):
+        raise ConfigError("runs", (len(models), len(tasks), len(configs)),
+                          "as many tasks and configs as models")
+    workers = check_int("workers", workers or os.cpu_count() or 1, minimum=1)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with ThreadPoolExecutor(min(workers, max(1, len(models)))) as pool:
+            jobs = [pool.submit(train, model, task, config, "cpu", False)
+                    for model, task, config in zip(models, tasks, configs, strict=True)]
+            return [job.result() for job in jobs]
+    finally:
+        torch.set_num_threads(threads)
