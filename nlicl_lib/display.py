@@ -51,6 +51,39 @@ OPAQUE_BACKGROUND = "white"
 
 _figure_counter = itertools.count()
 
+SLIDER_SCRIPT = """
+(function () {
+  // Combine several static sliders (nlicl_lib.plots.slider_figure): each step alone shows its
+  // value with the other sliders at their first value; this keeps every slider's choice.
+  var gd = document.getElementById('{plot_id}');
+  var spec = gd && gd.layout && gd.layout.meta && gd.layout.meta.nlicl_sliders;
+  if (!spec || spec.names.length < 2 || !gd.on) { return; }
+  var active = spec.names.map(function () { return 0; });
+  function apply() {
+    var key = -1;
+    for (var k = 0; k < spec.keys.length; k++) {
+      var same = true;
+      for (var s = 0; s < active.length; s++) { if (spec.keys[k][s] !== active[s]) { same = false; } }
+      if (same) { key = k; break; }
+    }
+    if (key < 0) { return; }
+    var visible = spec.panel_of_trace.map(function (p) { return p === key; });
+    var layout = spec.titles ? {'title.text': spec.titles[key]} : {};
+    window.Plotly.update(gd, {visible: visible}, layout);
+  }
+  gd.on('plotly_sliderchange', function (event) {
+    var index = event.slider._index;
+    if (index === undefined) { index = (gd.layout.sliders || []).indexOf(event.slider); }
+    if (index < 0 || index >= active.length) { return; }
+    active[index] = event.step._index;
+    // the step's own restyle runs in the next animation frame; apply the combination after it
+    window.requestAnimationFrame(function () { window.requestAnimationFrame(apply); });
+  });
+})();
+"""
+"""Page script run after each figure is drawn: combines several static sliders (see
+:func:`nlicl_lib.plots.slider_figure`, which records the grid in ``layout.meta``)."""
+
 
 def in_book_build() -> bool:
     """True when the code runs inside the book build (``NLICL_BOOK_BUILD=1``)."""
@@ -105,6 +138,7 @@ def figure_html(fig: go.Figure, div_id: str | None = None) -> str:
         default_width="100%",
         default_height=f"{prepared.layout.height}px",
         div_id=div_id,
+        post_script=SLIDER_SCRIPT,
     )
     return f'<div class="nlicl-plotly" data-nlicl-figure="{div_id}">{inner}</div>'
 

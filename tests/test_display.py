@@ -140,3 +140,18 @@ def test_show_in_a_live_session_uses_plotlys_renderer(monkeypatch) -> None:
     assert kwargs["config"]["responsive"] is True
     assert fig.layout.paper_bgcolor == display.OPAQUE_BACKGROUND
     assert fig is not original and len(fig.layout.sliders) == 1
+
+
+def test_multi_slider_figures_carry_the_combining_script():
+    """Several static sliders are combined on the page by display.SLIDER_SCRIPT, which reads
+    the grid that plots.slider_figure records (checked in a real browser by the browser test)."""
+    from nlicl_lib import display
+    from nlicl_lib.plots import new_figure, slider_figure, trained_trace
+
+    panels = {(a, b): [trained_trace([0, 1], [a, b], f"{a}{b}")] for a in (1, 2) for b in (3, 4)}
+    fig = slider_figure(new_figure("t", "x", "y"), panels, ["a", "b"], [[1, 2], [3, 4]])
+    meta = fig.layout.meta["nlicl_sliders"]
+    assert meta["keys"] == [[0, 0], [0, 1], [1, 0], [1, 1]]
+    assert meta["panel_of_trace"] == [0, 1, 2, 3]
+    html = display.figure_html(fig, "fig-x")
+    assert "plotly_sliderchange" in html and "getElementById('fig-x')" in html
