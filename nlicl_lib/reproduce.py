@@ -158,3 +158,26 @@ def format_table(rows: list[Row]) -> str:
                  + "; ".join(sorted({f"{r.experiment}: {r.reference_name}" for r in rows
                                      if r.reference_name})))
     return "\n".join(lines)
+
+
+def table_html(rows: list[Row]) -> str:
+    """The table of :func:`format_table` as accessible HTML (for the book's Results page)."""
+    from html import escape
+
+    head = ("<thead><tr>" + "".join(f'<th scope="col">{escape(h)}</th>' for h in (
+        "experiment", "chapter", "trained loss", "theory value", "ratio", "reference",
+        "seconds", "device")) + "</tr></thead>")
+    body = []
+    for row in rows:
+        reference = "–" if row.reference is None else f"{row.reference:.4f}"
+        ratio = "–" if row.ratio is None else f"{row.ratio:.4f}"
+        cells = [f'<th scope="row"><code>{escape(row.experiment)}</code></th>',
+                 f"<td>{row.chapter}</td>", f"<td>{row.trained:.4f}</td>",
+                 f"<td>{reference}</td>", f"<td>{ratio}</td>",
+                 f"<td>{escape(row.reference_name or '–')}</td>",
+                 f"<td>{row.seconds:.1f}</td>", f"<td>{escape(row.device)}</td>"]
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    caption = ("<caption>Losses normalised by E[y²], the zero predictor's loss; ratio = trained / "
+               "theory value.</caption>")
+    return (f'<table class="nlicl-results">{caption}{head}<tbody>{"".join(body)}</tbody>'
+            "</table>")
