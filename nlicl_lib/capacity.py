@@ -1,0 +1,350 @@
+r"""How big one block must be (theory.md 3.4): the best loss of a block with $m$ slots and width $h$.
+
+One bilinear GLU-LSA block reading $x$ writes $m$ quadratic forms of $x$ into its slots, and its
+attention takes one GD step on $\psi(x) = (x;\ s(x))$, $s(x) = V\,u(x)$, where the $h$ hidden
+units are $u_j(x) = (a_j^\top x)(b_j^\top x)$ and $V = W_3$ is $m \times h$. For any such
+features the best $\Gamma$ and its loss are exact (theory.md 3.3, :mod:`nlicl_lib.theory`):
+
+$$\mathcal L^*(\psi) = \operatorname{tr} S_{\phi\phi} - \operatorname{tr}\big(X S_{\psi\psi}^{-1} X B^{-1}\big),
+\quad X = S_{\psi\phi} S_{\phi\psi},\quad
+B = \tfrac{n-1}{n} X + \tfrac1n \mathbb E[\|\phi\|^2 \psi\psi^\top] + \tfrac{\sigma^2}{n} S_{\psi\psi}.$$
+
+$\mathcal L^*$ depends only on the span of $\psi$, so the best block of a given size is the best
+feature span it can write:
+
+- :func:`best_coordinate_subset`: the best $m$ degree-2 monomials (exact enumeration);
+- :func:`best_feature_subspace`: the best $m$-dimensional subspace $U\phi_2$ of the quadratic
+  forms (a GLU of width $h \ge p_2$ can write any), found by minimising the exact
+  $\mathcal L^*$ over $U$ ($m \times p_2$) in float64 from several starts;
+- :func:`best_glu_features`: the best span a GLU of width $h$ can write into $m$ slots, optimising
+  $a_j, b_j$ and $V$ the same way.
+
+Each is a loss no trained block of that size can go below (up to the optimiser finding the global
+minimum, checked against enumeration and random features in the tests), and equals the full
+one-step kernel-GD optimum once $m \ge p_2$ and $h \ge p_2$.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .errors import ConfigError, check_int
+from .monomials import (
+    PolyMap,
+    moment_matrix,
+    monomial_count,
+    monomial_exponents,
+    squared_norm,
+    weighted_second_moment,
+)
+from .sweeps import quadratic_form_matrix
+from .tasks import TaskConfig
+from .theory import null_loss, one_step_gd_optimum
+
+
+@dataclass(frozen=True)
+class BlockOptimum:
+    r"""The best features of one block and their loss.
+
+    ``loss``: $\mathcal L^*$ (unnormalised); ``features``: the slot features $s(x)$ as a
+    :class:`PolyMap` (the block's $\psi$ is $(x; s)$); ``gamma``: $\Gamma^*$ on $\psi$;
+    ``null_loss``: $\mathbb E[y^2]$; ``method``: how it was found.
+    """
+
+    loss: float
+    features: PolyMap
+    gamma: np.ndarray
+    null_loss: float
+    method: str
+
+    @property
+    def normalised_loss(self) -> float:
+        return self.loss / self.null_loss
+
+
+def _check_task(task: TaskConfig) -> None:
+    if task.covariance is not None:
+        raise ConfigError("covariance", "given", "isotropic inputs for the exact block losses")
+
+
+def _optimum_for(task: TaskConfig, slot_features: PolyMap, method: str) -> BlockOptimum:
+    linear = PolyMap.monomials(task.input_dim, [1])
+    psi = linear.concat(slot_features) if slot_features.num_outputs else linear
+    opt = one_step_gd_optimum(task.target_features, psi, task.context_length, task.noise_std)
+    return BlockOptimum(opt.loss, slot_features, opt.gamma, opt.null_loss, method)
+
+
+def _empty_slots(input_dim: int) -> PolyMap:
+    exps = monomial_exponents(input_dim, [2])
+    return PolyMap(exps, np.zeros((0, exps.shape[0])), ())
+
+
+def best_coordinate_subset(task: TaskConfig, slots: int) -> BlockOptimum:
+    r"""The best choice of $m$ degree-2 monomials for the slots, by exact enumeration of all
+    $\binom{p_2}{m}$ subsets ($x$ is always in $\psi$). ``slots`` $\ge p_2$ keeps them all."""
+    _check_task(task)
+    m = check_int("slots", slots, minimum=0)
+    quadratics = PolyMap.monomials(task.input_dim, [2])
+    p2 = quadratics.num_outputs
+    if m == 0:
+        return _optimum_for(task, _empty_slots(task.input_dim), "no slots (linear GD)")
+    if m >= p2:
+        return _optimum_for(task, quadratics, "all degree-2 monomials")
+    best = None
+    for subset in itertools.combinations(range(p2), m):
+        rows = list(subset)
+        names = tuple(quadratics.names[r] for r in rows)
+        candidate = _optimum_for(task, PolyMap(quadratics.exponents,
+                                               quadratics.coefficients[rows], names),
+                                 f"best of {m} monomials (enumeration)")
+        if best is None or candidate.loss < best.loss - 1e-12:
+            best = candidate
+    return best
+
+
+class ExactBlockLoss:
+    r"""$\mathcal L^*(\psi)$ of theory.md 3.3 as a differentiable torch float64 function of the
+    slot features' coefficients over the degree-2 monomials (``(m, p_2)``; $\psi = (x; s)$).
+
+    All moments are exact and precomputed once: over the basis $b = (x; \phi_2; \text{target
+    monomials})$, $M = \mathbb E[b b^\top]$ and $W = \mathbb E[\|\phi\|^2 b b^\top]$.
+    """
+
+    def __init__(self, task: TaskConfig):
+        _check_task(task)
+        d = task.input_dim
+        target = task.target_features
+        self.n = task.context_length
+        self.noise_var = task.noise_std**2
+        self.input_dim = d
+        self.p2 = monomial_count(d, 2)
+        feature_exps = monomial_exponents(d, [1, 2])
+        basis = np.unique(np.vstack([feature_exps, target.exponents]), axis=0)
+        index = {tuple(e): i for i, e in enumerate(basis)}
+        self.feature_index = torch.tensor([index[tuple(e)] for e in feature_exps])
+        target_coef = np.zeros((target.num_outputs, basis.shape[0]))
+        for col, e in enumerate(target.exponents):
+            target_coef[:, index[tuple(e)]] += target.coefficients[:, col]
+        basis_map = PolyMap(basis, np.eye(basis.shape[0]))
+        as_t = lambda a: torch.as_tensor(a, dtype=torch.float64)  # noqa: E731
+        moments = moment_matrix(basis, basis)
+        self.moments = as_t(moments)
+        self.weighted = as_t(weighted_second_moment(squared_norm(target), basis_map))
+        self.target = as_t(target_coef)
+        self.target_energy = float(np.trace(target_coef @ moments @ target_coef.T))
+        self.basis = basis
+
+    def coefficients(self, slot_coefficients: torch.Tensor) -> torch.Tensor:
+        r"""The coefficients of $\psi = (x; s)$ over the basis, ``(d + m, K)``."""
+        d, p2 = self.input_dim, self.p2
+        m = slot_coefficients.shape[0]
+        block = torch.zeros(d + m, d + p2, dtype=torch.float64)
+        block[:d, :d] = torch.eye(d, dtype=torch.float64)
+        block = block + torch.nn.functional.pad(slot_coefficients, (d, 0, d, 0))
+        psi = slot_coefficients.new_zeros(d + m, self.basis.shape[0])
+        return psi.index_add(1, self.feature_index, block)
+
+    def __call__(self, slot_coefficients: torch.Tensor) -> torch.Tensor:
+        """$\\mathcal L^*$ for the slot features with these coefficients (a 0-dim tensor)."""
+        c = self.coefficients(slot_coefficients)
+        s_pp = c @ self.moments @ c.T
+        s_pf = c @ self.moments @ self.target.T
+        cross = s_pf @ s_pf.T
+        b = (self.n - 1) / self.n * cross + c @ self.weighted @ c.T / self.n
+        if self.noise_var:
+            b = b + self.noise_var / self.n * s_pp
+        gain = torch.linalg.solve(s_pp, cross)  # S_pp^{-1} X
+        # L* = tr S_ff - tr(B^{-1} X S_pp^{-1} X)
+        return self.target_energy - torch.trace(torch.linalg.solve(b, cross) @ gain)
+
+
+def _minimise(loss_fn, params: list[torch.Tensor], iterations: int) -> float:
+    optimiser = torch.optim.LBFGS(params, lr=1.0, max_iter=iterations, tolerance_grad=1e-12,
+                                  tolerance_change=1e-15, history_size=50,
+                                  line_search_fn="strong_wolfe")
+
+    def closure():
+        optimiser.zero_grad()
+        value = loss_fn()
+        value.backward()
+        return value
+
+    optimiser.step(closure)
+    with torch.no_grad():
+        return float(loss_fn())
+
+
+def _orthonormal_rows(u: torch.Tensor) -> torch.Tensor:
+    # the loss depends on the span only; orthonormal rows keep S_psi_psi well conditioned
+    q, _ = torch.linalg.qr(u.T)
+    return q.T
+
+
+def best_feature_subspace(task: TaskConfig, slots: int, restarts: int = 4, seed: int = 0,
+                          iterations: int = 100) -> BlockOptimum:
+    r"""The best $m$-dimensional span $U\phi_2$ of quadratic forms: $\min_U \mathcal L^*((x; U\phi_2))$
+    over $U \in \mathbb R^{m \times p_2}$, exact loss, L-BFGS in float64 from ``restarts`` random
+    starts plus the best coordinate subset. Exact (closed form) for $m = 0$ and $m \ge p_2$."""
+    _check_task(task)
+    m = check_int("slots", slots, minimum=0)
+    p2 = monomial_count(task.input_dim, 2)
+    if m == 0 or m >= p2:
+        return best_coordinate_subset(task, m)
+    loss = ExactBlockLoss(task)
+    start = best_coordinate_subset(task, m)
+    exps = monomial_exponents(task.input_dim, [2])
+    starts = [torch.as_tensor(start.features.coefficients, dtype=torch.float64)]
+    generator = torch.Generator().manual_seed(seed)
+    starts += [torch.randn(m, p2, generator=generator, dtype=torch.float64)
+               for _ in range(restarts)]
+    best_value, best_u = np.inf, None
+    for u0 in starts:
+        u = u0.clone().requires_grad_(True)
+        value = _minimise(lambda u=u: loss(_orthonormal_rows(u)), [u], iterations)
+        if value < best_value:
+            best_value, best_u = value, _orthonormal_rows(u.detach())
+    features = PolyMap(exps, best_u.numpy(), tuple(f"u{j + 1}" for j in range(m)))
+    result = _optimum_for(task, features, f"best {m}-dim subspace (L-BFGS, {len(starts)} starts)")
+    return result
+
+
+def best_glu_features(task: TaskConfig, slots: int, width: int, restarts: int = 4,
+                      seed: int = 0, iterations: int = 100) -> BlockOptimum:
+    r"""The best span a bilinear GLU of width $h$ can write into $m$ slots:
+    $\min_{a, b, V} \mathcal L^*((x; V u(x)))$, $u_j = (a_j^\top x)(b_j^\top x)$, $V \in
+    \mathbb R^{m \times h}$ ($V = I$ when $h \le m$: the slots then hold every unit).
+    $h \ge p_2$ reduces to :func:`best_feature_subspace`."""
+    _check_task(task)
+    m = check_int("slots", slots, minimum=0)
+    h = check_int("width", width, minimum=1)
+    d = task.input_dim
+    p2 = monomial_count(d, 2)
+    if m == 0 or h >= p2:
+        return best_feature_subspace(task, m, restarts, seed, iterations)
+    loss = ExactBlockLoss(task)
+    exps = monomial_exponents(d, [2])
+    generator = torch.Generator().manual_seed(seed)
+    mix = m < h
+    best_value, best_c = np.inf, None
+    for _ in range(restarts):
+        a = torch.randn(h, d, generator=generator, dtype=torch.float64).requires_grad_(True)
+        b = torch.randn(h, d, generator=generator, dtype=torch.float64).requires_grad_(True)
+        v = torch.randn(m, h, generator=generator, dtype=torch.float64).requires_grad_(True)
+        params = [a, b, v] if mix else [a, b]
+
+        def features(a=a, b=b, v=v):
+            units = quadratic_form_matrix(a, b, d)
+            return _orthonormal_rows(v @ units if mix else units)
+
+        value = _minimise(lambda f=features: loss(f()), params, iterations)
+        if value < best_value:
+            best_value, best_c = value, features().detach()
+    names = tuple(f"s{j + 1}" for j in range(best_c.shape[0]))
+    return _optimum_for(task, PolyMap(exps, best_c.numpy(), names),
+                        f"best GLU of width {h} into {m} slots (L-BFGS, {restarts} starts)")
+
+
+def best_block(task: TaskConfig, slots: int, width: int | None = None, restarts: int = 4,
+               seed: int = 0) -> BlockOptimum:
+    r"""The reference for one block with $m$ slots and width $h$ (default $h = m$): exact closed
+    form when $m, h \ge p_2$ or $m = 0$, otherwise the optimised spans above."""
+    width = slots if width is None else width
+    if slots == 0:
+        return best_coordinate_subset(task, 0)
+    return best_glu_features(task, slots, width, restarts, seed)
+
+
+@dataclass(frozen=True)
+class EmbeddingSize:
+    r"""How big one block's embedding must be to hold every monomial of degree $2..k$."""
+
+    input_dim: int
+    degree: int
+    monomials: int  # p_k
+    slots: int  # m = sum_{j=2}^k p_j
+    token_dim: int  # D = d + m + 1
+    gamma_entries: int  # (d + m)^2
+
+
+def required_embedding(input_dim: int, degree: int) -> EmbeddingSize:
+    r"""$p_k = \binom{d+k-1}{k}$, the slots $m = \sum_{j=2}^k p_j$ a single block needs for the
+    whole degree-$\le k$ kernel, the token size $D = d + m + 1$ and the $(d+m)^2$ entries of
+    $\Gamma$. $m$ grows like $d^k / k!$."""
+    d = check_int("d", input_dim, minimum=1)
+    k = check_int("degree", degree, minimum=1)
+    m = sum(monomial_count(d, j) for j in range(2, k + 1))
+    return EmbeddingSize(d, k, monomial_count(d, k), m, d + m + 1, (d + m) ** 2)
+
+
+@dataclass
+class CapacitySweep:
+    r"""Single blocks trained over a range of slots $m$ (width $h = \max(m, p_2)$, so only the
+    slots limit them) and of widths $h$ ($m = \max(h, p_2)$), with their references.
+
+    ``slots_loss[m]``, ``width_loss[h]``: exact test losses of the trained blocks (theory.md 3.3
+    with their own features and $\Gamma$); ``subspace[m]``: :func:`best_feature_subspace`;
+    ``coordinate[m]``: :func:`best_coordinate_subset`; ``glu[h]``: :func:`best_glu_features`;
+    ``history[("slots", m)]`` and ``history[("width", h)]``: batch losses. All unnormalised.
+    """
+
+    task: TaskConfig
+    slot_values: list[int]
+    width_values: list[int]
+    slots_loss: dict[int, float]
+    width_loss: dict[int, float]
+    subspace: dict[int, BlockOptimum]
+    coordinate: dict[int, BlockOptimum]
+    glu: dict[int, BlockOptimum]
+    history: dict[tuple[str, int], np.ndarray]
+    kernel_optimum: float
+    linear_optimum: float
+    null_loss: float
+    seconds: float
+    device: str
+    models: dict[tuple[str, int], object]
+
+
+def capacity_sweep(task: TaskConfig, slot_values, width_values, train_config,
+                   device="cpu", progress: bool | None = None) -> CapacitySweep:
+    r"""Train every single block of the two sweeps in one ensemble
+    (:func:`nlicl_lib.ensemble.train_ensemble`; a block appearing in both is trained once) and
+    compute its references."""
+    from .ensemble import train_ensemble
+    from .experiment import ModelConfig, exact_model_loss
+
+    _check_task(task)
+    p2 = monomial_count(task.input_dim, 2)
+    slot_values = [check_int("slots", m, minimum=1) for m in slot_values]
+    width_values = [check_int("width", h, minimum=1) for h in width_values]
+    shapes = {("slots", m): (m, max(m, p2)) for m in slot_values}
+    shapes.update({("width", h): (max(h, p2), h) for h in width_values})
+    unique = sorted(set(shapes.values()))
+    configs = [ModelConfig("glu-lsa", feature_slots=m, glu_width=h) for m, h in unique]
+    result = train_ensemble(task, configs, train_config, device=device, progress=progress)
+    by_shape = {shape: k for k, shape in enumerate(unique)}
+    models = {key: result.models[by_shape[shape]] for key, shape in shapes.items()}
+    losses = {key: exact_model_loss(model, task) for key, model in models.items()}
+    history = {key: result.loss_history[by_shape[shape]] for key, shape in shapes.items()}
+    return CapacitySweep(
+        task, slot_values, width_values,
+        {m: losses[("slots", m)] for m in slot_values},
+        {h: losses[("width", h)] for h in width_values},
+        {m: best_feature_subspace(task, m) for m in slot_values},
+        {m: best_coordinate_subset(task, m) for m in slot_values},
+        {h: best_glu_features(task, max(h, p2), h) for h in width_values},
+        history,
+        best_coordinate_subset(task, p2).loss,
+        best_coordinate_subset(task, 0).loss,
+        null_loss(task), result.seconds, result.device, models,
+    )
+
+
+__all__ = [
+    "BlockOptimum", "CapacitySweep", "EmbeddingSize", "ExactBlockLoss", "best_block",
+    "best_coordinate_subset", "best_feature_subspace", "best_glu_features", "capacity_sweep",
+    "required_embedding",
+]

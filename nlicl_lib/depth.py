@@ -1,0 +1,424 @@
+r"""Depth distributes the kernel: deep GLU-LSA stacks as block-coordinate descent (theory.md 3.5).
+
+Block $\ell$ of a structured stack (bilinear GLU reading $(x; \text{slots})$ and writing the $m$
+slots, sparse attention with $P = e_De_D^\top$) first sets the slots to a feature block
+$\phi_\ell(x)$, then moves every label by $-\psi_\ell(x_j)^\top \Gamma_\ell\, g_\ell$ with
+$\psi_\ell = (x; \phi_\ell)$. Starting from $r^{(0)}_i = y_i$:
+
+$$g_\ell = \tfrac1n \textstyle\sum_{i\le n} r^{(\ell-1)}_i \psi_\ell(x_i), \qquad
+  r^{(\ell)}_i = r^{(\ell-1)}_i - \psi_\ell(x_i)^\top\Gamma_\ell\, g_\ell, \qquad
+  \hat y = \textstyle\sum_\ell \psi_\ell(x_{n+1})^\top\Gamma_\ell\, g_\ell,$$
+
+one cyclic pass of block-coordinate descent on $\frac1{2n}\sum_i (y_i - \sum_\ell
+\theta_\ell^\top\psi_\ell(x_i))^2$ (:func:`nlicl_lib.predictors.block_coordinate_descent`).
+Theory.md 3.5 writes $Q_\ell = -\mathrm{blkdiag}(0, \Gamma_\ell, 0)$, $\Gamma_\ell$ on the slots
+only; the library's $\Gamma_\ell$ acts on $(x; \text{slots})$, so the 3.5 form is the special case
+with a zero $x$-block (:func:`deep_glu_lsa` accepts both).
+
+- :func:`deep_glu_lsa`: the construction. The GLU is residual, so to *replace* block
+  $\ell-1$'s features by block $\ell$'s it writes $\phi_\ell - \phi_{\ell-1}$: quadratic terms
+  from units $x_jx_k$, cubic ones from units $x_j \cdot s_i$ (an input coordinate times a stored
+  quadratic slot; this is how depth raises the degree).
+- :func:`monomial_schedule`: the feature blocks of the reference recursion: chunks of $m$
+  monomials (squares first), cycled; for cubic tasks, quadratics then the cubics they generate.
+- :func:`reference_model`, :func:`depth_sweep`: the recursion's per-block preconditioners.
+  Block 1's optimum on its own is exact (theory.md 3.3, :func:`nlicl_lib.theory.one_step_gd_optimum`),
+  and the reference starts there. Later blocks act on residuals whose moments mix several
+  context points and grow heavy-tailed with depth; fitted on a fixed sample (even $10^5$ float64
+  prompts) the $\Gamma_\ell$ overfit its rare large prompts (depth 3: fit loss far below the
+  loss on fresh prompts). So the reference's $\Gamma_\ell$ are optimised like a model's
+  weights, by Adam on fresh prompts, with its GLUs frozen at the construction, in the same
+  ensemble as the trained stacks.
+- :func:`stack_slot_features`, :func:`stack_as_bcd`: read a trained (or constructed) stack as
+  the recursion it computes, its features as exact polynomials of $x$.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .errors import ConfigError, check_choice, check_int
+from .models import GLU, LSA, Block, InContextRegressor
+from .monomials import PolyMap, monomial_exponents, monomial_name
+from .tasks import TaskConfig
+from .theory import one_step_gd_optimum
+
+# ---------------------------------------------------------------------------------------------
+# polynomial algebra on PolyMaps
+
+
+def _zero_map(input_dim: int, outputs: int) -> PolyMap:
+    exps = np.zeros((1, input_dim), dtype=np.int64)
+    exps[0, 0] = 1
+    return PolyMap(exps, np.zeros((outputs, 1)))
+
+
+def _simplify(f: PolyMap) -> PolyMap:
+    """Merge repeated basis monomials and drop the unused ones (keeps one if all vanish)."""
+    basis, inverse = np.unique(f.exponents, axis=0, return_inverse=True)
+    coef = np.zeros((f.num_outputs, basis.shape[0]))
+    np.add.at(coef.T, inverse.reshape(-1), f.coefficients.T)
+    keep = np.abs(coef).max(axis=0) > 0
+    if not keep.any():
+        keep[0] = True
+    return PolyMap(basis[keep], coef[:, keep], f.names)
+
+
+def poly_add(f: PolyMap, g: PolyMap) -> PolyMap:
+    """Output-wise sum $f(x) + g(x)$."""
+    if f.num_outputs != g.num_outputs:
+        raise ConfigError("outputs", (f.num_outputs, g.num_outputs), "maps of the same size")
+    both = f.concat(g)
+    r = f.num_outputs
+    return _simplify(both.transform(np.hstack([np.eye(r), np.eye(r)])))
+
+
+def poly_multiply(f: PolyMap, g: PolyMap) -> PolyMap:
+    """Output-wise product $f_j(x)\\, g_j(x)$."""
+    if f.num_outputs != g.num_outputs:
+        raise ConfigError("outputs", (f.num_outputs, g.num_outputs), "maps of the same size")
+    exps = (f.exponents[:, None, :] + g.exponents[None, :, :]).reshape(-1, f.input_dim)
+    coef = (f.coefficients[:, :, None] * g.coefficients[:, None, :]).reshape(f.num_outputs, -1)
+    return _simplify(PolyMap(exps, coef))
+
+
+def pad_outputs(f: PolyMap, outputs: int) -> PolyMap:
+    """``f`` with zero outputs appended up to ``outputs`` (unused slots hold 0)."""
+    extra = outputs - f.num_outputs
+    if extra < 0:
+        raise ConfigError("feature_block", f.num_outputs, f"at most {outputs} features")
+    names = None if f.names is None else f.names + ("0",) * extra
+    return PolyMap(f.exponents, np.vstack([f.coefficients, np.zeros((extra,
+                                                                     f.coefficients.shape[1]))]),
+                   names)
+
+
+def with_input(f: PolyMap) -> PolyMap:
+    r"""$\psi = (x; f(x))$, what the attention of a block sees."""
+    return PolyMap.monomials(f.input_dim, [1]).concat(f)
+
+
+# ---------------------------------------------------------------------------------------------
+# the reference schedule
+
+
+def _ordered_quadratics(input_dim: int) -> list[np.ndarray]:
+    exps = monomial_exponents(input_dim, [2])
+    squares = [a for a in exps if a.max() == 2]
+    cross = [a for a in exps if a.max() == 1]
+    return squares + cross
+
+
+def _monomial_map(exps: Sequence[np.ndarray], input_dim: int) -> PolyMap:
+    exps = np.asarray(exps, dtype=np.int64).reshape(-1, input_dim)
+    return PolyMap(exps, np.eye(exps.shape[0]), tuple(monomial_name(a) for a in exps))
+
+
+def monomial_schedule(input_dim: int, slots: int, depth: int, max_degree: int = 2
+                      ) -> list[PolyMap]:
+    r"""The feature blocks $\phi_1, \dots, \phi_L$ of the reference recursion, each at most $m$
+    monomials.
+
+    Degree 2: the $p_2$ quadratic monomials, squares first (with $m = d$ they are the best
+    coordinate subset), in chunks of $m$, cycled. Degree 3: block 1 holds the first
+    $\min(m, p_2)$ quadratics, block 2 the cubic monomials $x_j \cdot q$ they generate (first
+    $m$), later blocks repeat block 2: a bilinear GLU cannot erase a cubic (it has no product
+    left that equals it), so the schedule never goes back to quadratics.
+    """
+    d = check_int("d", input_dim, minimum=1)
+    m = check_int("slots", slots, minimum=1)
+    depth = check_int("depth", depth, minimum=1)
+    k = check_int("degree", max_degree, minimum=1, maximum=3)
+    quads = _ordered_quadratics(d)
+    if k <= 2:
+        chunks = [quads[i:i + m] for i in range(0, len(quads), m)]
+        return [_monomial_map(chunks[layer % len(chunks)], d) for layer in range(depth)]
+    first = quads[:m]
+    cubics: list[np.ndarray] = []
+    for q in first:
+        for j in range(d):
+            alpha = q.copy()
+            alpha[j] += 1
+            if not any(np.array_equal(alpha, c) for c in cubics):
+                cubics.append(alpha)
+    cubics = sorted(cubics, key=lambda a: tuple(-a))[:m]
+    blocks = [_monomial_map(first, d)]
+    blocks += [_monomial_map(cubics, d) for _ in range(depth - 1)]
+    return blocks
+
+
+# ---------------------------------------------------------------------------------------------
+# the construction
+
+
+@dataclass(frozen=True)
+class _GLUWeights:
+    first: list[int]  # column W1 reads, per unit
+    second: list[int]  # column W2 reads, per unit
+    out: np.ndarray  # W3, (m, units)
+
+
+def _glu_for_step(input_dim: int, previous: PolyMap, target: PolyMap, reads: str
+                  ) -> _GLUWeights:
+    """Units and $W_3$ with $W_3 u(x) = $ ``target`` $-$ ``previous``, exactly."""
+    d, m = input_dim, target.num_outputs
+    x = PolyMap.monomials(d, [1])
+    candidates: list[tuple[int, int, PolyMap]] = []
+    for j in range(d):
+        for k in range(j, d):
+            unit = poly_multiply(x.transform(np.eye(d)[[j]]), x.transform(np.eye(d)[[k]]))
+            candidates.append((j, k, unit))
+    if reads == "x+slots":
+        for i in range(m):
+            stored = previous.transform(np.eye(m)[[i]])
+            if np.abs(stored.coefficients).max() == 0:
+                continue
+            for j in range(d):
+                candidates.append((j, d + i, poly_multiply(x.transform(np.eye(d)[[j]]), stored)))
+    delta = _simplify(poly_add(target, previous.transform(-np.eye(m))))
+    units = candidates[0][2]
+    for _, _, unit in candidates[1:]:
+        units = units.concat(unit)
+    both = delta.concat(units)  # one common basis
+    delta_coef, unit_coef = both.coefficients[:m], both.coefficients[m:]
+    # keep a linearly independent set of units (x1 (x2 x3) = x2 (x1 x3)): the solution is then
+    # unique and the GLU no wider than it must be
+    independent: list[int] = []
+    for u in range(unit_coef.shape[0]):
+        if np.linalg.matrix_rank(unit_coef[independent + [u]]) > len(independent):
+            independent.append(u)
+    candidates = [candidates[u] for u in independent]
+    unit_coef = unit_coef[independent]
+    solution, *_ = np.linalg.lstsq(unit_coef.T, delta_coef.T, rcond=None)
+    out = solution.T  # (m, candidates)
+    if np.abs(out @ unit_coef - delta_coef).max() > 1e-9 * max(1.0, np.abs(delta_coef).max()):
+        raise ConfigError("feature_blocks", "a step", "features whose change from the previous "
+                          "block is a combination of x_j x_k (and, reading slots, x_j times a "
+                          "stored slot)")
+    out[np.abs(out) < 1e-12] = 0.0
+    used = np.flatnonzero(np.abs(out).max(axis=0) > 0)
+    if used.size == 0:
+        used = np.array([0])
+    return _GLUWeights([candidates[u][0] for u in used], [candidates[u][1] for u in used],
+                       out[:, used])
+
+
+def _full_gamma(gamma, input_dim: int, slots: int) -> np.ndarray:
+    gamma = np.asarray(gamma, dtype=np.float64)
+    size = input_dim + slots
+    if gamma.shape == (slots, slots):  # theory.md 3.5: Q = -blkdiag(0, Gamma, 0)
+        full = np.zeros((size, size))
+        full[input_dim:, input_dim:] = gamma
+        return full
+    if gamma.shape != (size, size):
+        raise ConfigError("gamma", gamma.shape, f"a {slots}x{slots} (slots only, theory.md 3.5) "
+                          f"or {size}x{size} ((x; slots)) matrix")
+    return gamma
+
+
+def deep_glu_lsa(input_dim: int, feature_blocks: Sequence[PolyMap], gammas: Sequence,
+                 feature_slots: int | None = None, glu_reads: str = "x+slots",
+                 dtype: torch.dtype = torch.float64) -> InContextRegressor:
+    r"""A depth-$L$ GLU-LSA stack equal to the block-coordinate recursion (module doc).
+
+    ``feature_blocks``: $\phi_1..\phi_L$ (each at most $m$ polynomials; fewer are padded with
+    zero slots). ``gammas``: per block an $m \times m$ matrix on the slots (theory.md 3.5, zero
+    on $x$) or a $(d+m) \times (d+m)$ matrix on $(x; \text{slots})$. Block $\ell$'s GLU writes
+    $\phi_\ell - \phi_{\ell-1}$ using units $x_j x_k$ and, if ``glu_reads="x+slots"``,
+    $x_j s_i$; its width is the largest number of units any block needs.
+    """
+    d = check_int("d", input_dim, minimum=1)
+    check_choice("glu_reads", glu_reads, ("x", "x+slots"))
+    blocks = list(feature_blocks)
+    if len(blocks) != len(gammas) or not blocks:
+        raise ConfigError("gammas", len(gammas), f"one per feature block ({len(blocks)})")
+    m = max(f.num_outputs for f in blocks) if feature_slots is None else feature_slots
+    m = check_int("slots", m, minimum=1)
+    previous = _zero_map(d, m)
+    steps = []
+    for features in blocks:
+        if features.input_dim != d:
+            raise ConfigError("feature_blocks", features.input_dim, f"maps of d={d} inputs")
+        target = pad_outputs(features, m)
+        steps.append(_glu_for_step(d, previous, target, glu_reads))
+        previous = target
+    width = max(len(s.first) for s in steps)
+    model = InContextRegressor(
+        [Block(LSA(d + m + 1, "sparse"), GLU(d, m, width, reads=glu_reads)) for _ in blocks],
+        d, m).to(dtype)
+    with torch.no_grad():  # load after the cast, so float64 weights stay exact
+        for block, step, gamma in zip(model.blocks, steps, gammas, strict=True):
+            glu = block.glu
+            for w in (glu.w1, glu.w2, glu.w3):
+                w.zero_()
+            for unit, (a, b) in enumerate(zip(step.first, step.second, strict=True)):
+                glu.w1[unit, a] = 1.0
+                glu.w2[unit, b] = 1.0
+            glu.w3[:, : step.out.shape[1]] = torch.as_tensor(step.out, dtype=dtype)
+            block.lsa.gamma.copy_(torch.as_tensor(_full_gamma(gamma, d, m), dtype=dtype))
+    return model
+
+
+# ---------------------------------------------------------------------------------------------
+# reading a stack as the recursion
+
+
+def stack_slot_features(model: InContextRegressor) -> list[PolyMap]:
+    r"""The slot contents after each block's GLU, as exact polynomials of $x$ (bilinear GLUs
+    writing the slots, any reads but the label): $s_\ell = s_{\ell-1} + W_3\big((W_1 z)\odot
+    (W_2 z)\big)$ with $z = (x; s_{\ell-1})$. Degree up to $2^\ell$ when GLUs read the slots."""
+    d, m = model.input_dim, model.feature_slots
+    x = PolyMap.monomials(d, [1])
+    slots = _zero_map(d, m)
+    out = []
+    for block in model.blocks:
+        glu = block.glu
+        if glu is None or glu.activation != "none" or glu.writes != "slots" or glu.reads == "all":
+            raise ConfigError("model", "block", "bilinear GLUs reading x or x+slots, writing slots")
+        read = x if glu.reads == "x" else x.concat(slots)
+        w1, w2, w3 = (w.detach().double().cpu().numpy() for w in (glu.w1, glu.w2, glu.w3))
+        units = poly_multiply(_simplify(read.transform(w1)), _simplify(read.transform(w2)))
+        slots = poly_add(slots, _simplify(units.transform(w3)))
+        out.append(slots)
+    return out
+
+
+def stack_as_bcd(model: InContextRegressor) -> tuple[list[PolyMap], list[np.ndarray]]:
+    r"""The recursion a stack computes: features $\psi_\ell = (x; s_\ell)$ and its
+    $\Gamma_\ell$ (sparse attention), for :func:`nlicl_lib.predictors.block_coordinate_descent`."""
+    for block in model.blocks:
+        if block.lsa.attention != "sparse":
+            raise ConfigError("attention", block.lsa.attention, "'sparse' (value = label)")
+    features = [with_input(s) for s in stack_slot_features(model)]
+    gammas = [b.lsa.gamma.detach().double().cpu().numpy() for b in model.blocks]
+    return features, gammas
+
+
+# ---------------------------------------------------------------------------------------------
+# the reference recursion with optimised preconditioners, and the depth sweep
+
+
+
+
+def reference_model(task: TaskConfig, slots: int, depth: int, glu_reads: str | None = None
+                    ) -> InContextRegressor:
+    r"""The recursion over :func:`monomial_schedule` blocks as a constructed stack
+    (:func:`deep_glu_lsa`), $\psi_\ell = (x; \phi_\ell)$, started at $\Gamma_1$ = the exact
+    one-step optimum on $\psi_1$ (theory.md 3.3) and $\Gamma_{\ell \ge 2} = 0$: before any
+    optimisation it is the best single block on $\phi_1$. GLUs read $x$ for quadratic tasks
+    and $(x; \text{slots})$ for cubic ones (default)."""
+    if task.kind != "poly" or task.degree > 3 or task.covariance is not None:
+        raise ConfigError("task", task.describe(), "an isotropic polynomial task of degree <= 3")
+    degree = max(task.degree, 2)
+    reads = glu_reads or ("x" if degree == 2 else "x+slots")
+    blocks = monomial_schedule(task.input_dim, slots, depth, degree)
+    first = with_input(pad_outputs(blocks[0], slots))
+    gamma = one_step_gd_optimum(task.target_features, first, task.context_length,
+                                task.noise_std).gamma
+    size = task.input_dim + slots
+    gammas = [gamma] + [np.zeros((size, size))] * (depth - 1)
+    return deep_glu_lsa(task.input_dim, blocks, gammas, slots, reads)
+
+
+@dataclass
+class DepthSweep:
+    r"""Trained stacks of several depths with $m$ slots, one wide block, and the reference
+    recursion of each depth, all trained together (:func:`depth_sweep`).
+
+    Losses are unnormalised test losses on the same fresh prompts (Monte Carlo, with standard
+    errors); ``exact`` holds the exact loss of the depth-1 models (theory.md 3.3).
+    """
+
+    task: TaskConfig
+    slots: int
+    depths: list[int]
+    wide_slots: int | None
+    trained: dict[int, InContextRegressor]
+    references: dict[int, InContextRegressor]
+    wide: InContextRegressor | None
+    loss: dict[str, float]
+    std_error: dict[str, float]
+    exact: dict[str, float]
+    history: dict[str, np.ndarray]
+    null_loss: float
+    seconds: float
+    device: str
+    test_prompts: int
+    diverged: dict[str, bool]
+
+    def normalised(self, key: str) -> float:
+        return self.loss[key] / self.null_loss
+
+
+def depth_sweep(task: TaskConfig, slots: int, depths: Sequence[int], train_config,
+                wide_slots: int | None = None, glu_reads: str | None = None,
+                reference_depths: Sequence[int] | None = None, learning_rate: float = 0.02,
+                test_prompts: int = 200000, device: torch.device | str = "cpu",
+                progress: bool | None = None) -> DepthSweep:
+    r"""Train, in one ensemble (:func:`nlicl_lib.ensemble.train_ensemble`), GLU-LSA stacks of
+    each depth in ``depths`` with ``slots`` $m$ (GLUs read $x$ for quadratic tasks, $(x;
+    \text{slots})$ for cubic ones), one block with ``wide_slots`` (if given), and for each of
+    ``reference_depths`` (default: ``depths``) the reference recursion of
+    :func:`reference_model` with its GLUs frozen, so that only its $\Gamma_\ell$ are optimised,
+    on the same fresh prompts as the models (no prompt is reused, so the fitted
+    $\Gamma_\ell$ cannot overfit a sample); the depth-1 reference is left at its exact optimum.
+    Peak learning rate ``learning_rate`` $/L$.
+
+    Keys of the results: ``"depth{L}"``, ``"wide"``, ``"reference{L}"``.
+    """
+    from .ensemble import ensemble_test_loss, train_ensemble
+    from .experiment import ModelConfig, exact_model_loss
+
+    degree = max(task.degree, 2)
+    reads = glu_reads or ("x" if degree == 2 else "x+slots")
+    depths = [check_int("depth", L, minimum=1) for L in depths]
+    ref_depths = list(depths if reference_depths is None else reference_depths)
+    keys, members, rates, train_glu = [], [], [], []
+    for L in depths:
+        keys.append(f"depth{L}")
+        members.append(ModelConfig("glu-lsa", depth=L, feature_slots=slots,
+                                   glu_reads=reads if L > 1 else "x"))
+        rates.append(learning_rate / L)
+        train_glu.append(True)
+    if wide_slots is not None:
+        keys.append("wide")
+        members.append(ModelConfig("glu-lsa", feature_slots=wide_slots))
+        rates.append(learning_rate)
+        train_glu.append(True)
+    for L in ref_depths:
+        keys.append(f"reference{L}")
+        members.append(reference_model(task, slots, L, reads))
+        rates.append(learning_rate / L if L > 1 else 0.0)  # depth 1 is already the exact optimum
+        train_glu.append(False)
+    result = train_ensemble(task, members, train_config, learning_rates=rates,
+                            train_glu=train_glu, device=device, progress=progress)
+    mean, error = ensemble_test_loss(result.models, task, num_prompts=test_prompts,
+                                     seed=train_config.seed, device=device)
+    models = dict(zip(keys, result.models, strict=True))
+    exact = {}
+    for key, model in models.items():
+        value = exact_model_loss(model, task) if model.depth == 1 else None
+        if value is not None:
+            exact[key] = value
+    return DepthSweep(
+        task, slots, depths, wide_slots,
+        {L: models[f"depth{L}"] for L in depths},
+        {L: models[f"reference{L}"] for L in ref_depths},
+        models.get("wide"),
+        dict(zip(keys, map(float, mean), strict=True)),
+        dict(zip(keys, map(float, error), strict=True)),
+        exact,
+        dict(zip(keys, result.loss_history, strict=True)),
+        result.null_loss, result.seconds, result.device, test_prompts,
+        dict(zip(keys, result.diverged, strict=True)),
+    )
+
+
+__all__ = [
+    "DepthSweep", "deep_glu_lsa", "depth_sweep", "monomial_schedule", "pad_outputs", "poly_add",
+    "poly_multiply", "reference_model", "stack_as_bcd", "stack_slot_features", "with_input",
+]
