@@ -1,0 +1,98 @@
+"""Chapter 4: what one block with m slots and width h can reach (theory.md 3.4), exactly, and
+trained blocks against it."""
+
+import numpy as np
+import pytest
+import torch
+
+from nlicl_lib.capacity import (
+    ExactBlockLoss,
+    best_coordinate_subset,
+    best_feature_subspace,
+    best_glu_features,
+    capacity_sweep,
+    required_embedding,
+)
+from nlicl_lib.monomials import PolyMap, monomial_count
+from nlicl_lib.tasks import TaskConfig
+from nlicl_lib.theory import linear_gd_optimum, one_step_gd_optimum, one_step_kernel_gd_optimum
+from nlicl_lib.train import TrainConfig
+
+QUADRATIC = TaskConfig("poly", 3, 20, 2)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny tensors: with other jobs on the two cores, a second intra-op thread only spins."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+@pytest.mark.parametrize("task", [QUADRATIC, TaskConfig("poly", 3, 10, 2, homogeneous=True,
+                                                        noise_std=0.5),
+                                  TaskConfig("poly", 2, 15, 3)])
+def test_differentiable_loss_equals_the_closed_form(task):
+    loss = ExactBlockLoss(task)
+    rng = np.random.default_rng(0)
+    quadratics = PolyMap.monomials(task.input_dim, [2])
+    for m in (1, 2, quadratics.num_outputs):
+        coef = rng.standard_normal((m, quadratics.num_outputs))
+        features = PolyMap.monomials(task.input_dim, [1]).concat(
+            PolyMap(quadratics.exponents, coef))
+        expected = one_step_gd_optimum(task.target_features, features, task.context_length,
+                                       task.noise_std).loss
+        value = float(loss(torch.as_tensor(coef)))
+        assert value == pytest.approx(expected, rel=1e-10)
+
+
+def test_end_points_are_the_closed_forms():
+    p2 = monomial_count(3, 2)
+    assert best_coordinate_subset(QUADRATIC, 0).loss == pytest.approx(
+        linear_gd_optimum(QUADRATIC).loss, rel=1e-12)
+    kernel = one_step_kernel_gd_optimum(QUADRATIC).loss
+    for m in (p2, p2 + 2):
+        assert best_feature_subspace(QUADRATIC, m).loss == pytest.approx(kernel, rel=1e-12)
+    assert best_glu_features(QUADRATIC, p2, p2).loss == pytest.approx(kernel, rel=1e-12)
+
+
+def test_reference_curves_are_ordered_and_strictly_above_the_kernel_optimum():
+    p2 = monomial_count(3, 2)
+    kernel = one_step_kernel_gd_optimum(QUADRATIC).loss
+    loss = ExactBlockLoss(QUADRATIC)
+    rng = np.random.default_rng(1)
+    previous = best_coordinate_subset(QUADRATIC, 0).loss
+    for m in range(1, p2):
+        subspace = best_feature_subspace(QUADRATIC, m).loss
+        coordinate = best_coordinate_subset(QUADRATIC, m).loss
+        glu = best_glu_features(QUADRATIC, p2, m).loss  # m units, p2 slots
+        assert kernel < subspace <= coordinate + 1e-9
+        assert subspace <= glu + 1e-9 and glu <= coordinate + 1e-9  # monomials are products
+        assert subspace < previous
+        previous = subspace
+        random = min(float(loss(torch.as_tensor(rng.standard_normal((m, p2)))))
+                     for _ in range(20))
+        assert subspace <= random
+    # one slot: the best quadratic form (|x|^2-like) beats every monomial, and every product
+    # (a^T x)(b^T x) of one GLU unit, which cannot be a definite form
+    assert best_feature_subspace(QUADRATIC, 1).loss < best_glu_features(QUADRATIC, 6, 1).loss - 0.5
+
+
+def test_required_embedding_counts():
+    size = required_embedding(3, 3)
+    assert (size.monomials, size.slots, size.token_dim, size.gamma_entries) == (10, 16, 20, 361)
+    assert required_embedding(5, 2).slots == 15
+    assert required_embedding(10, 4).slots == 55 + 220 + 715
+
+
+@pytest.mark.slow
+def test_trained_blocks_sit_on_or_above_their_references():
+    sweep = capacity_sweep(QUADRATIC, [2, 3, 6], [2], TrainConfig(steps=600, batch_size=1000),
+                           progress=False)
+    for m in (2, 3):
+        reference = sweep.subspace[m].loss
+        assert sweep.slots_loss[m] >= reference * (1 - 1e-9)
+        assert sweep.slots_loss[m] <= reference * 1.05
+    assert sweep.width_loss[2] >= sweep.glu[2].loss * (1 - 1e-9)
+    assert sweep.slots_loss[6] <= 1.05 * sweep.kernel_optimum

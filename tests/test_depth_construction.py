@@ -1,0 +1,165 @@
+"""Exact float64 identities of chapter 5: the deep GLU-LSA construction is the block-coordinate
+recursion of theory.md 3.5, label slots and query slot after every block; any bilinear stack
+is the recursion on its own features; the ensemble computes what each model computes alone."""
+
+import numpy as np
+import pytest
+import torch
+
+from nlicl_lib.depth import (
+    deep_glu_lsa,
+    monomial_schedule,
+    pad_outputs,
+    reference_model,
+    stack_as_bcd,
+    stack_slot_features,
+    with_input,
+)
+from nlicl_lib.ensemble import StackedGLULSA, train_ensemble
+from nlicl_lib.errors import ConfigError
+from nlicl_lib.experiment import ModelConfig, build_model
+from nlicl_lib.predictors import block_coordinate_descent
+from nlicl_lib.tasks import TaskConfig, sample_prompts
+from nlicl_lib.theory import one_step_gd_optimum
+from nlicl_lib.train import TrainConfig, train
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny tensors: with other jobs on the two cores, a second intra-op thread only spins."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+CASES = [  # (degree, slots m, depth L, what the GLUs read, Gamma on "slots" (3.5) or (x; slots))
+    (2, 3, 4, "x", "slots"),
+    (2, 3, 3, "x+slots", "full"),
+    (2, 6, 2, "x", "full"),
+    (3, 10, 3, "x+slots", "full"),
+    (3, 4, 2, "x+slots", "slots"),
+]
+
+
+@pytest.mark.parametrize("degree,slots,depth,reads,form", CASES)
+def test_construction_is_block_coordinate_descent(degree, slots, depth, reads, form):
+    d, n = 3, 12
+    task = TaskConfig("poly", d, n, degree)
+    blocks = monomial_schedule(d, slots, depth, degree)
+    rng = np.random.default_rng(depth + slots)
+    size = slots if form == "slots" else d + slots
+    gammas = [0.1 * rng.standard_normal((size, size)) for _ in blocks]
+    model = deep_glu_lsa(d, blocks, gammas, slots, reads)
+    prompts = sample_prompts(task, 64, seed=3, step=0, dtype=torch.float64)
+    prediction, stream = model(prompts.embed(slots), return_stream=True)
+    if form == "slots":  # theory.md 3.5 exactly: Q = -blkdiag(0, Gamma, 0), features phi_l only
+        features = [pad_outputs(b, slots) for b in blocks]
+    else:
+        features = [with_input(pad_outputs(b, slots)) for b in blocks]
+    reference, residuals, partial = block_coordinate_descent(prompts, features, gammas,
+                                                             return_residuals=True)
+    scale = float(prompts.y.abs().max())
+    for layer in range(depth):
+        glu_out, after = stream[f"block{layer + 1}.glu"], stream[f"block{layer + 1}"]
+        # the GLU replaced the previous block's features by phi_l ...
+        torch.testing.assert_close(glu_out[..., d:d + slots], pad_outputs(blocks[layer], slots)(
+            prompts.x), rtol=0, atol=1e-10 * scale)
+        # ... the context labels hold the residuals r^(l), the query slot -sum_l' phi^T Gamma g
+        torch.testing.assert_close(after[:, :n, -1], residuals[layer], rtol=0, atol=1e-9 * scale)
+        torch.testing.assert_close(after[:, n, -1], -partial[layer], rtol=0, atol=1e-9 * scale)
+    torch.testing.assert_close(prediction, reference, rtol=0, atol=1e-9 * scale)
+
+
+def test_cubic_schedule_reaches_every_cubic_and_the_construction_is_narrow():
+    blocks = monomial_schedule(3, 10, 2, 3)
+    assert [b.num_outputs for b in blocks] == [6, 10]
+    assert blocks[1].exponents.sum(axis=1).tolist() == [3] * 10
+    model = deep_glu_lsa(3, blocks, [np.zeros((13, 13))] * 2, 10, "x+slots")
+    # block 2: 10 units x_j * (stored quadratic) and 6 units erasing the quadratics
+    assert model.blocks[0].glu.width == 16
+
+
+def test_glu_cannot_write_a_cubic_without_a_stored_factor():
+    cubic = monomial_schedule(3, 10, 2, 3)[1]
+    with pytest.raises(ConfigError):
+        deep_glu_lsa(3, [cubic], [np.zeros((13, 13))], 10, "x+slots")
+    quad, cubic = monomial_schedule(3, 10, 2, 3)
+    with pytest.raises(ConfigError):  # reading x only, a GLU writes quadratics only
+        deep_glu_lsa(3, [quad, cubic], [np.zeros((13, 13))] * 2, 10, "x")
+
+
+@pytest.mark.parametrize("reads", ["x", "x+slots"])
+def test_any_bilinear_stack_is_the_recursion_on_its_own_features(reads):
+    task = TaskConfig("poly", 3, 10, 2)
+    model = build_model(ModelConfig("glu-lsa", depth=3, feature_slots=3, glu_reads=reads,
+                                    attention_init_std=0.05), task, seed=1, dtype=torch.float64)
+    prompts = sample_prompts(task, 32, seed=0, step=0, dtype=torch.float64)
+    prediction, stream = model(prompts.embed(3), return_stream=True)
+    slots = stack_slot_features(model)
+    for layer, features in enumerate(slots):
+        torch.testing.assert_close(stream[f"block{layer + 1}.glu"][..., 3:6], features(prompts.x))
+    features, gammas = stack_as_bcd(model)
+    reference, residuals, _ = block_coordinate_descent(prompts, features, gammas,
+                                                       return_residuals=True)
+    torch.testing.assert_close(prediction, reference)
+    torch.testing.assert_close(stream["block2"][:, :10, -1], residuals[1])
+    assert max(s.exponents.sum(axis=1).max() for s in slots) == (2 if reads == "x" else 8)
+
+
+def test_reference_model_starts_at_the_exact_one_block_optimum():
+    task = TaskConfig("poly", 3, 20, 2)
+    model = reference_model(task, 3, 2)
+    first = with_input(pad_outputs(monomial_schedule(3, 3, 1)[0], 3))
+    optimum = one_step_gd_optimum(task.target_features, first, 20).gamma
+    np.testing.assert_allclose(model.blocks[0].lsa.gamma.detach().numpy(), optimum)
+    assert float(model.blocks[1].lsa.gamma.detach().abs().max()) == 0.0
+
+
+def test_ensemble_paths_equal_the_models():
+    task = TaskConfig("poly", 3, 10, 2)
+    configs = [ModelConfig("glu-lsa", feature_slots=3, glu_width=6),
+               ModelConfig("glu-lsa", depth=3, feature_slots=2, glu_width=4, glu_reads="x",
+                           attention_init_std=0.1),
+               ModelConfig("glu-lsa", depth=2, feature_slots=4, glu_reads="x")]
+    models = [build_model(c, task, seed=s, dtype=torch.float64) for s, c in enumerate(configs)]
+    models.append(reference_model(task, 3, 2))
+    stack = StackedGLULSA(models, 3)
+    assert stack.reads_input_only
+    prompts = sample_prompts(task, 16, seed=0, step=0, dtype=torch.float64)
+    alone = torch.stack([m(prompts.embed(m.feature_slots)) for m in models])
+    torch.testing.assert_close(stack.forward_statistics(prompts.x, prompts.y), alone)
+    torch.testing.assert_close(stack.forward_tokens(prompts.x, prompts.y), alone)
+    deep = build_model(ModelConfig("glu-lsa", depth=2, feature_slots=3), task, seed=0,
+                       dtype=torch.float64)
+    mixed = StackedGLULSA(models[:1] + [deep], 3)
+    assert not mixed.reads_input_only
+    torch.testing.assert_close(mixed(prompts.x, prompts.y),
+                               torch.stack([alone[0], deep(prompts.embed(3))]))
+
+
+def test_ensemble_training_equals_separate_training():
+    task = TaskConfig("poly", 3, 10, 2)
+    configs = [ModelConfig("glu-lsa", feature_slots=3, glu_width=6),
+               ModelConfig("glu-lsa", depth=2, feature_slots=2, glu_width=4)]
+    config = TrainConfig(steps=15, batch_size=32, learning_rate=0.01, grad_clip=0.5)
+    result = train_ensemble(task, configs, config, seeds=[1, 2], learning_rates=[0.01, 0.005],
+                            dtype=torch.float64, progress=False)
+    for k, (model_config, seed, rate) in enumerate(zip(configs, [1, 2], [0.01, 0.005], strict=True)):
+        alone = build_model(model_config, task, seed=seed, dtype=torch.float64)
+        history = train(alone, task, TrainConfig(15, 32, rate, grad_clip=0.5), progress=False)
+        np.testing.assert_allclose(result.loss_history[k], history.loss_history, rtol=1e-10)
+        for a, b in zip(alone.parameters(), result.models[k].parameters(), strict=True):
+            torch.testing.assert_close(a, b)
+
+
+def test_frozen_glu_keeps_the_construction():
+    task = TaskConfig("poly", 3, 10, 2)
+    reference = reference_model(task, 3, 2)
+    result = train_ensemble(task, [reference], TrainConfig(steps=5, batch_size=32),
+                            train_glu=[False], dtype=torch.float64, progress=False)
+    trained = result.models[0]
+    for a, b in zip(reference.blocks, trained.blocks, strict=True):
+        for name in ("w1", "w2", "w3"):
+            torch.testing.assert_close(getattr(a.glu, name), getattr(b.glu, name))
+    assert not torch.equal(reference.blocks[1].lsa.gamma, trained.blocks[1].lsa.gamma)

@@ -1,0 +1,37 @@
+"""Chapter 5, trained: with m < p_2 slots, depth 3 beats depth 1; on a cubic task depth 2 beats
+one block of the same size, which can only write quadratic features."""
+
+import pytest
+import torch
+
+from nlicl_lib.depth import depth_sweep
+from nlicl_lib.tasks import TaskConfig
+from nlicl_lib.train import TrainConfig
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+@pytest.mark.slow
+def test_depth_three_beats_one_narrow_block():
+    task = TaskConfig("poly", 3, 20, 2)
+    sweep = depth_sweep(task, 3, [1, 3], TrainConfig(steps=400, batch_size=500),
+                        reference_depths=[], test_prompts=50000, progress=False)
+    assert not any(sweep.diverged.values())
+    # Monte Carlo for the deep stack (heavy-tailed errors), exact for the single block
+    assert sweep.loss["depth3"] < 0.85 * sweep.exact["depth1"]
+    assert sweep.loss["depth3"] + 2 * sweep.std_error["depth3"] < sweep.exact["depth1"]
+
+
+@pytest.mark.slow
+def test_depth_two_learns_a_cubic_task_one_block_cannot():
+    task = TaskConfig("poly", 3, 20, 3)
+    sweep = depth_sweep(task, 10, [1, 2], TrainConfig(steps=400, batch_size=250),
+                        reference_depths=[], test_prompts=50000, progress=False)
+    assert sweep.loss["depth2"] < 0.85 * sweep.exact["depth1"]
+    assert sweep.loss["depth2"] + 2 * sweep.std_error["depth2"] < sweep.exact["depth1"]
