@@ -418,7 +418,22 @@ def depth_sweep(task: TaskConfig, slots: int, depths: Sequence[int], train_confi
     )
 
 
+def bcd_reference_loss(task: TaskConfig, slots: int, depth: int, train_config=None,
+                       test_prompts: int = 100000, device: torch.device | str = "cpu"
+                       ) -> tuple[float, float]:
+    r"""The reference recursion's test loss (Monte Carlo mean, standard error; unnormalised) for
+    a stack of ``depth`` blocks with ``slots``: :func:`reference_model` with its $\Gamma_\ell$
+    optimised on fresh prompts (default 600 steps of 1000 prompts), as in :func:`depth_sweep`."""
+    from .train import TrainConfig
+
+    config = train_config or TrainConfig(steps=600, batch_size=1000)
+    sweep = depth_sweep(task, slots, [], config, reference_depths=[depth],
+                        test_prompts=test_prompts, device=device, progress=False)
+    key = f"reference{depth}"
+    return sweep.loss[key], sweep.std_error[key]
+
+
 __all__ = [
-    "DepthSweep", "deep_glu_lsa", "depth_sweep", "monomial_schedule", "pad_outputs", "poly_add",
+    "DepthSweep", "bcd_reference_loss", "deep_glu_lsa", "depth_sweep", "monomial_schedule", "pad_outputs", "poly_add",
     "poly_multiply", "reference_model", "stack_as_bcd", "stack_slot_features", "with_input",
 ]

@@ -124,6 +124,12 @@ def theory_values(task: TaskConfig, config: ModelConfig) -> TheoryValues:
     - LSA on a polynomial task: ``bound_loss``, the best linear predictor (3.2), for any depth.
     - GLU-LSA, one bilinear block reading $x$ whose slots and width hold every degree-2 monomial:
       one step of kernel GD on $\\psi = (x; \\phi_2)$ with the optimal $\\Gamma$ (3.3).
+    - GLU-LSA, one such block with fewer slots or units ($m < p_2$ or $h < p_2$): the exact loss
+      of the best feature span it can write (3.4, :func:`nlicl_lib.capacity.best_block`).
+    - GLU-LSA of depth $L > 1$ (structured: bilinear GLUs writing the slots, sparse attention) on
+      a polynomial task of degree $\\le 3$: the block-coordinate recursion over monomial blocks of
+      $m$ with its preconditioners optimised on fresh prompts (3.5,
+      :func:`nlicl_lib.depth.bcd_reference_loss`; Monte Carlo, takes seconds).
     """
     config = config.resolved(task)
     null = theory.null_loss(task)
@@ -139,6 +145,22 @@ def theory_values(task: TaskConfig, config: ModelConfig) -> TheoryValues:
         optimum = theory.one_step_gd_optimum(task.target_features, features,
                                              task.context_length, task.noise_std)
         loss, name = optimum.loss, "one-step kernel GD optimum on (x, phi_2) (3.3)"
+    structured = (config.kind == "glu-lsa" and config.activation == "none"
+                  and config.attention == "sparse" and config.glu_writes == "slots"
+                  and task.covariance is None)
+    if structured and config.depth == 1 and not covers and config.glu_reads == "x":
+        from .capacity import best_block
+
+        optimum = best_block(task, config.feature_slots, config.glu_width)
+        loss, name = optimum.loss, (f"best block with m={config.feature_slots} slots, width "
+                                    f"h={config.glu_width} (3.4: exact loss, optimised span)")
+    if (structured and config.depth > 1 and config.glu_reads != "all" and task.kind == "poly"
+            and task.degree <= 3):
+        from .depth import bcd_reference_loss
+
+        loss, _ = bcd_reference_loss(task, config.feature_slots, config.depth)
+        name = (f"block-coordinate descent reference (3.5): {config.depth} blocks of "
+                f"m={config.feature_slots} monomials, Gamma optimised on fresh prompts (Monte Carlo)")
     return TheoryValues(null, loss, name, bound)
 
 
