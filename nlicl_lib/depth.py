@@ -44,7 +44,7 @@ import torch
 from .errors import ConfigError, check_choice, check_int
 from .models import GLU, LSA, Block, InContextRegressor
 from .monomials import PolyMap, monomial_exponents, monomial_name
-from .tasks import TaskConfig
+from .tasks import TaskConfig, embed
 from .theory import one_step_gd_optimum
 
 # ---------------------------------------------------------------------------------------------
@@ -434,6 +434,32 @@ def bcd_reference_loss(task: TaskConfig, slots: int, depth: int, train_config=No
 
 
 __all__ = [
-    "DepthSweep", "bcd_reference_loss", "deep_glu_lsa", "depth_sweep", "monomial_schedule", "pad_outputs", "poly_add",
-    "poly_multiply", "reference_model", "stack_as_bcd", "stack_slot_features", "with_input",
+    "DepthSweep", "bcd_reference_loss", "context_residuals", "deep_glu_lsa", "depth_sweep",
+    "monomial_schedule", "pad_outputs", "poly_add", "poly_multiply", "reference_model",
+    "stack_as_bcd", "stack_slot_features", "with_input",
 ]
+
+
+@torch.no_grad()
+def context_residuals(model: InContextRegressor, x: torch.Tensor, y: torch.Tensor
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""What the context labels hold after each block, two ways, for one prompt.
+
+    ``x``: ``(n + 1, d)``, ``y``: ``(n + 1,)``. Returns ``labels`` and ``residuals``, each
+    ``(L + 1, n)``: row $\ell$ of ``labels`` is the label entry of the context tokens in the
+    residual stream after block $\ell$ (row 0: $y_i$); row $\ell$ of ``residuals`` is
+    $y_i - \hat y_\ell(x_i)$, where $\hat y_\ell(x_i)$ is what the first $\ell$ blocks predict
+    when $x_i$ is put in the query's place (same context). For stacks whose GLUs never read the
+    label the two agree: the context labels hold the residuals of the model's own partial
+    predictor."""
+    n = x.shape[0] - 1
+    slots = model.feature_slots
+    _, stream = model(embed(x[None], y[None], slots), return_stream=True)
+    labels = [y[:n]] + [stream[f"block{ell}"][0, :n, -1] for ell in range(1, model.depth + 1)]
+    # one prompt per context point, that point copied into the query's place
+    queries = x[None].repeat(n, 1, 1)
+    queries[:, n] = x[:n]
+    _, requery = model(embed(queries, y[None].repeat(n, 1), slots), return_stream=True)
+    residuals = [y[:n]] + [y[:n] + requery[f"block{ell}"][:, n, -1]
+                           for ell in range(1, model.depth + 1)]
+    return torch.stack(labels), torch.stack(residuals)

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from nlicl_lib.depth import (
+    context_residuals,
     deep_glu_lsa,
     monomial_schedule,
     pad_outputs,
@@ -163,3 +164,14 @@ def test_frozen_glu_keeps_the_construction():
         for name in ("w1", "w2", "w3"):
             torch.testing.assert_close(getattr(a.glu, name), getattr(b.glu, name))
     assert not torch.equal(reference.blocks[1].lsa.gamma, trained.blocks[1].lsa.gamma)
+
+
+def test_context_labels_hold_the_residuals_of_the_partial_predictor():
+    task = TaskConfig("poly", 3, 10, 3)
+    model = build_model(ModelConfig("glu-lsa", depth=3, feature_slots=4, attention_init_std=0.1),
+                        task, seed=0, dtype=torch.float64)
+    prompts = sample_prompts(task, 1, seed=0, step=0, dtype=torch.float64)
+    labels, residuals = context_residuals(model, prompts.x[0], prompts.y[0])
+    assert labels.shape == (4, 10)
+    torch.testing.assert_close(labels, residuals)
+    assert not torch.allclose(labels[0], labels[3])
