@@ -38,26 +38,34 @@ import numpy as np
 import torch
 
 from .errors import ConfigError, TrainingDivergedError
-from .experiment import ModelConfig, build_model
+from .evaluate import LossEstimate, estimate_loss
+from .experiment import ModelConfig, TheoryValues, build_model, default_train_config, theory_values
 from .models import InContextRegressor
 from .monomials import PolyMap, monomial_exponents
 from .progress import Progress
 from .tasks import Prompts, TaskConfig, sample_prompts
 from .theory import null_loss
-from .train import TrainConfig, TrainResult
+from .train import TrainConfig, TrainResult, train
 
 
 @dataclass(frozen=True)
 class Run:
-    """One model of a sweep: its task, its model (one bilinear GLU-LSA block) and its seed.
+    """One model of a sweep: its task, its model (one bilinear GLU-LSA block) and its seeds.
 
-    The seed fixes the initialisation (as in :func:`~nlicl_lib.experiment.build_model`) and the
-    training prompts (runs that share a seed and a task up to $n$ share prompts, truncated).
+    ``seed`` fixes the initialisation (as in :func:`~nlicl_lib.experiment.build_model`);
+    ``data_seed`` (default: ``seed``) the training prompts, as ``TrainConfig.seed`` does. Runs
+    that share a data seed and a task up to $n$ share their prompts (truncated), so extra
+    initialisations on the same prompts cost almost nothing.
     """
 
     task: TaskConfig
     model: ModelConfig = ModelConfig("glu-lsa")
     seed: int = 0
+    data_seed: int | None = None
+
+    @property
+    def prompt_seed(self) -> int:
+        return self.seed if self.data_seed is None else self.data_seed
 
 
 @dataclass
@@ -170,7 +178,7 @@ def train_one_block_runs(runs: Sequence[Run], config: TrainConfig,
                          device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32,
                          progress: bool | None = None) -> SweepResult:
     """Train every run of ``runs`` at once (see the module doc); ``config.seed`` is ignored,
-    each run has its own seed. All runs need the same $d$, slots $m$ and width $h$.
+    each run has its own seeds. All runs need the same $d$, slots $m$ and width $h$.
 
     Raises :class:`~nlicl_lib.errors.TrainingDivergedError` if any run's loss stops being finite.
     """
@@ -190,7 +198,7 @@ def train_one_block_runs(runs: Sequence[Run], config: TrainConfig,
     # Runs that share a seed and a task up to its context length share one batch of prompts.
     groups: dict[tuple, list[int]] = {}
     for r, run in enumerate(runs):
-        groups.setdefault((replace(run.task, context_length=1), run.seed), []).append(r)
+        groups.setdefault((replace(run.task, context_length=1), run.prompt_seed), []).append(r)
     plans = []
     for (task, seed), members in groups.items():
         longest = max(runs[r].task.context_length for r in members)
@@ -238,7 +246,8 @@ def train_one_block_runs(runs: Sequence[Run], config: TrainConfig,
     stacked.load_into(models)
     training = [
         TrainResult(history[:, r].copy(), null_loss(run.task), seconds, config.steps, str(device),
-                    False, {**asdict(config), "seed": run.seed, "joint_runs": len(runs)})
+                    False, {**asdict(config), "seed": run.prompt_seed, "init_seed": run.seed,
+                     "joint_runs": len(runs)})
         for r, run in enumerate(runs)
     ]
     return SweepResult(runs, models, training, seconds, str(device))
@@ -262,5 +271,50 @@ def context_length_grid(smallest: int = 10, largest: int = 160) -> list[int]:
     return grid
 
 
-__all__ = ["Run", "SweepResult", "context_length_grid", "prompt_statistics",
-           "quadratic_form_matrix", "train_one_block_runs", "truncate_context"]
+
+
+@dataclass
+class TrainedModel:
+    """One trained model of a sweep with its Monte Carlo test loss and what theory says."""
+
+    task: TaskConfig
+    model_config: ModelConfig
+    model: InContextRegressor
+    training: TrainResult
+    test: LossEstimate
+    theory: TheoryValues
+
+    @property
+    def normalised_test_loss(self) -> float:
+        return self.test.mean / self.theory.null_loss
+
+
+def train_models(tasks: Sequence[TaskConfig], model_configs: Sequence[ModelConfig], seed: int = 0,
+                 device: torch.device | str = "cpu", relative_error: float = 0.01,
+                 **train_overrides) -> list[TrainedModel]:
+    """Train ``model_configs[i]`` on ``tasks[i]`` for every ``i`` with
+    :func:`~nlicl_lib.experiment.default_train_config` (``train_overrides`` win, e.g.
+    ``steps=``, ``batch_size=``), side by side on the CPU cores
+    (:func:`~nlicl_lib.gd_steps.train_concurrently`) or one after the other on an accelerator,
+    then estimate each test loss to ``relative_error`` on the test stream."""
+    from .gd_steps import train_concurrently
+
+    if len(tasks) != len(model_configs):
+        raise ConfigError("model_configs", len(model_configs), f"one per task ({len(tasks)})")
+    device = torch.device(device)
+    configs = [default_train_config(t, c, seed=seed, **train_overrides)
+               for t, c in zip(tasks, model_configs, strict=True)]
+    models = [build_model(c, t, device, seed=seed) for t, c in zip(tasks, model_configs, strict=True)]
+    if device.type == "cpu":
+        results = train_concurrently(models, list(tasks), configs)
+    else:
+        results = [train(m, t, c, device, False) for m, t, c in zip(models, tasks, configs, strict=True)]
+    out = []
+    for task, config, model, result in zip(tasks, model_configs, models, results, strict=True):
+        test = estimate_loss(model, task, device, seed=seed, relative_error=relative_error)
+        out.append(TrainedModel(task, config, model, result, test, theory_values(task, config)))
+    return out
+
+
+__all__ = ["Run", "SweepResult", "TrainedModel", "context_length_grid", "prompt_statistics",
+           "quadratic_form_matrix", "train_models", "train_one_block_runs", "truncate_context"]
