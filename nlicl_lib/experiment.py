@@ -21,6 +21,7 @@ from .models import (
     ACTIVATIONS,
     ATTENTION_KINDS,
     GLU,
+    GLU_INITS,
     GLU_READS,
     GLU_WRITES,
     LSA,
@@ -71,7 +72,7 @@ class ModelConfig:
             check_choice("glu_reads", self.glu_reads, GLU_READS)
         check_choice("glu_writes", self.glu_writes, GLU_WRITES)
         check_choice("activation", self.activation, ACTIVATIONS)
-        check_choice("glu_init", self.glu_init, ("normal", "small"))
+        check_choice("glu_init", self.glu_init, GLU_INITS)
         check_float("attention_init_std", self.attention_init_std, minimum=0.0)
         if self.kind == "lsa" and (self.glu_width is not None):
             raise ConfigError("width", self.glu_width, "no GLU width for model 'lsa'")
