@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from itertools import combinations_with_replacement
 from math import comb
 
@@ -172,7 +172,14 @@ class PolyMap:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         m = evaluate_monomials(x, self.exponents)
+        if self._is_identity:  # the monomials themselves (every task's target features)
+            return m
         return m @ torch.as_tensor(self.coefficients.T, dtype=x.dtype, device=x.device)
+
+    @cached_property
+    def _is_identity(self) -> bool:
+        c = self.coefficients
+        return c.shape[0] == c.shape[1] and bool(np.array_equal(c, np.eye(c.shape[0])))
 
     def transform(self, matrix: np.ndarray, names: tuple[str, ...] | None = None) -> PolyMap:
         r"""The map $A f(x)$ for a matrix $A$ of shape ``(r', r)``."""
