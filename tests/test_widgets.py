@@ -1,0 +1,260 @@
+"""The live training panel (nlicl_lib.widgets), driven from Python as a reader would drive it:
+move sliders, press Train with a tiny budget, read the figure and the messages."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from nlicl_lib import (
+    ConfigError,
+    ModelConfig,
+    TaskConfig,
+    TrainConfig,
+    TrainingDivergedError,
+    run_experiment,
+)
+from nlicl_lib.device import describe_device, resolve_device
+from nlicl_lib.widgets import (
+    MEMORY_CAP_BYTES,
+    Param,
+    TrainingPanel,
+    estimate_memory_bytes,
+    format_seconds,
+    memory_limit_bytes,
+    smooth_curve,
+)
+
+
+@pytest.fixture(autouse=True)
+def live(monkeypatch):
+    """Panels behave as in a live kernel (not the book build), on one CPU thread (the test
+    machine is shared; one thread keeps the tiny runs fast and the results identical)."""
+    monkeypatch.delenv("NLICL_BOOK_BUILD", raising=False)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def configure(settings):
+    task = TaskConfig("poly", input_dim=2, context_length=settings["n"], degree=2)
+    model = ModelConfig("lsa", depth=settings["depth"])
+    train = TrainConfig(steps=settings["steps"], batch_size=64,
+                        learning_rate=settings["lr"] / settings["depth"])
+    return task, model, train
+
+
+def small_panel(**kwargs) -> TrainingPanel:
+    params = [
+        Param("depth", "depth L", 1, 1, 3),
+        Param("n", "context length n", 8, 4, 32, step=4),
+        Param("lr", "learning rate", 0.02, 0.001, 1000.0, log=True),
+        Param("steps", "training steps", 5, 2, 50),
+    ]
+    return TrainingPanel(params, configure, x_param="depth", **kwargs)
+
+
+def trained_trace(fig):
+    return next(t for t in fig.data if t.name.startswith("trained"))
+
+
+def test_train_button_updates_the_figure_with_the_librarys_result():
+    panel = small_panel()
+    panel.redraw()
+    before = panel.last_figure
+    assert not any(t.name.startswith("trained") for t in before.data)
+    theory_names = {t.name for t in before.data}
+    assert "bound: best linear predictor (3.2)" in theory_names
+
+    panel.set(n=12, steps=6)
+    panel.train_button.click()
+    assert panel.last_error is None, panel.last_error
+    assert len(panel.results) == 1
+    result = panel.results[0]
+    assert result.settings == {"depth": 1, "n": 12, "lr": pytest.approx(0.02), "steps": 6}
+    assert panel.progress.value == panel.progress.max == 6
+
+    expected = run_experiment(*configure(result.settings), device="cpu", progress=False,
+                              relative_error=panel.relative_error)
+    after = panel.last_figure
+    assert after.to_json() != before.to_json()
+    trace = trained_trace(after)
+    assert list(trace.x) == [1]
+    assert trace.y[0] == pytest.approx(expected.normalised_test_loss, rel=1e-6)
+    training = next(t for t in after.data if t.name.startswith("training loss"))
+    steps, smooth = smooth_curve(expected.training.loss_history / expected.theory.null_loss)
+    np.testing.assert_allclose(training.y, smooth, rtol=1e-6)
+    # the theory curve along depth sits next to it, at the run's other settings
+    bound = [t for t in after.data if t.name.startswith("bound") and len(t.x) == 3]
+    assert bound and bound[0].y[0] == pytest.approx(
+        expected.theory.bound_loss / expected.theory.null_loss)
+    assert "Trained in" in panel.status.value and "depth L = 1" in panel.status.value
+
+
+def test_runs_accumulate_along_x_param():
+    panel = small_panel()
+    panel.train()
+    panel.set(depth=2)
+    panel.train()
+    trace = trained_trace(panel.last_figure)
+    assert list(trace.x) == [1, 2]
+    # a run at other settings (n) is not drawn with them
+    panel.set(n=16)
+    panel.train()
+    assert list(trained_trace(panel.last_figure).x) == [2]
+
+
+def test_train_press_and_slider_move_during_a_run_do_not_mix(monkeypatch):
+    panel = small_panel()
+    original = panel._on_step
+    seen = {}
+
+    def reader_meddles(step, loss, steps, stride):
+        if step == 1:
+            seen["disabled"] = (panel.train_button.disabled,
+                                all(c.disabled for c in panel.controls.values()))
+            panel.set(depth=3, n=20)     # a slider moved during the run
+            panel.train_button.click()   # and Train pressed again
+            seen["error"] = panel.last_error
+        return original(step, loss, steps, stride)
+
+    monkeypatch.setattr(panel, "_on_step", reader_meddles)
+    panel.train_button.click()
+    assert seen["disabled"] == (True, True)
+    assert "one run at a time" in seen["error"]
+    assert len(panel.results) == 1
+    result = panel.results[0]
+    assert result.settings["depth"] == 1 and result.settings["n"] == 8
+    assert result.model_config.depth == 1 and result.task.context_length == 8
+    assert not panel.train_button.disabled
+    assert not any(c.disabled for c in panel.controls.values())
+    assert "depth L = 1" in panel.last_figure.layout.title.text
+    # the next press uses the moved sliders
+    monkeypatch.setattr(panel, "_on_step", original)
+    panel.train_button.click()
+    assert panel.results[-1].settings["depth"] == 3
+    assert panel.results[-1].task.context_length == 20
+
+
+def test_settings_that_do_not_fit_in_memory_are_refused():
+    panel = small_panel(memory_cap=2**20)
+    plan = panel.plan()
+    assert plan.memory_bytes > plan.memory_limit
+    assert "Refused" in plan.problem and "MiB" in plan.problem
+    panel.train_button.click()
+    assert panel.results == []
+    assert "Refused" in panel.last_error and "Refused" in panel.status.value
+    with pytest.raises(ConfigError, match="Refused"):
+        panel.train()
+
+
+def test_settings_configure_rejects_are_refused_with_a_message():
+    def strict(settings):
+        if settings["depth"] > 1:
+            raise ConfigError("depth", settings["depth"], "1 in this panel")
+        return configure(settings)
+
+    panel = TrainingPanel([Param("depth", "depth L", 1, 1, 3),
+                           Param("n", "n", 8, 4, 8), Param("lr", "lr", 0.02, 0.01, 0.1),
+                           Param("steps", "steps", 3, 2, 5)], strict)
+    panel.set(depth=2)
+    panel.train_button.click()
+    assert panel.results == [] and "not accepted" in panel.last_error
+    panel.redraw()  # the theory curve leaves out what configure rejects
+    assert all(len(t.x) <= 2 for t in panel.last_figure.data)
+
+
+def test_a_diverging_run_is_reported_not_raised(monkeypatch):
+    def diverges(*args, **kwargs):
+        raise TrainingDivergedError(3, float("nan"), 1000.0)
+
+    monkeypatch.setattr("nlicl_lib.widgets.run_experiment", diverges)
+    panel = small_panel()
+    panel.set(lr=1000.0)
+    panel.train_button.click()
+    assert panel.results == []
+    assert panel.last_error is not None
+    assert "diverged" in panel.status.value and "smaller learning rate" in panel.last_error
+    assert panel.progress.bar_style == "danger"
+    assert not panel.train_button.disabled and not panel.running
+
+
+def test_expected_time_is_measured_at_the_current_settings():
+    panel = small_panel()
+    assert panel.plan().expected_seconds is None  # nothing measured yet
+    per_step = panel.measure_step()
+    assert per_step > 0
+    plan = panel.plan()
+    assert plan.expected_seconds >= plan.train_config.steps * per_step
+    panel._displayed = True  # as after display: the label shows the estimate
+    panel._refresh_estimate()
+    assert "Expected time" in panel.estimate_label.value
+    assert "estimate" in panel.estimate_label.value
+    result = panel.train()
+    # after a run, the estimate for the same settings comes from its measured time
+    assert panel.plan().expected_seconds == pytest.approx(result.seconds, rel=0.5)
+
+
+def test_device_is_auto_and_named():
+    panel = small_panel()
+    assert panel.device == resolve_device("auto")
+    assert describe_device(panel.device) in panel.device_label.value
+
+
+def test_in_the_book_build_the_panel_renders_but_never_trains(monkeypatch):
+    monkeypatch.setenv("NLICL_BOOK_BUILD", "1")
+    panel = small_panel()
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda *objs: shown.extend(objs))
+    panel._ipython_display_()
+    assert shown == [panel.widget]
+    panel.train_button.click()
+    panel.set(depth=2)
+    assert panel.results == [] and panel.last_figure is None
+    assert panel._step_seconds == {}
+    assert "runs live" in panel.status.value
+    assert len(panel.output.outputs) == 0
+
+
+def test_live_display_draws_the_theory_and_the_estimate(monkeypatch):
+    panel = small_panel()
+    shown, drawn = [], []
+    monkeypatch.setattr("IPython.display.display", lambda *objs: shown.extend(objs))
+    monkeypatch.setattr("nlicl_lib.display.show", lambda fig: drawn.append(fig))
+    panel._ipython_display_()
+    assert shown == [panel.widget]
+    assert len(drawn) == 1 and drawn[0] is panel.last_figure
+    assert "Expected time" in panel.estimate_label.value
+    panel.set(depth=2)  # a slider move re-estimates
+    assert len(panel._step_seconds) == 2
+    panel.train_button.click()
+    assert len(drawn) == 2 and trained_trace(drawn[-1]).y[0] == panel.results[0].normalised_test_loss
+
+
+def test_params_validate():
+    with pytest.raises(ConfigError):
+        Param("n", "n", 50, 1, 10)
+    with pytest.raises(ConfigError):
+        Param("act", "activation", "relu", options=("none", "silu"))
+    with pytest.raises(ConfigError):
+        Param("lr", "lr", 0.1, 0.0, 1.0, log=True)
+    with pytest.raises(ConfigError):
+        TrainingPanel([Param("n", "n", 5, 1, 10)] * 2, configure)
+    assert Param("k", "k", 2, 1, 30).grid(max_points=5) == [1, 8, 15, 23, 30]
+    assert Param("a", "a", "x", options=["x", "y"]).grid() == ["x", "y"]
+    slider = Param("lr", "learning rate", 0.01, 1e-4, 1.0, log=True).make_widget()
+    assert type(slider).__name__ == "FloatLogSlider" and slider.value == pytest.approx(0.01)
+
+
+def test_memory_estimate_grows_with_the_run_and_limit_is_capped():
+    task = TaskConfig("poly", input_dim=3, context_length=20, degree=2)
+    small = estimate_memory_bytes(task, ModelConfig("glu-lsa"), TrainConfig(batch_size=1000))
+    longer = estimate_memory_bytes(TaskConfig("poly", input_dim=3, context_length=80, degree=2),
+                                   ModelConfig("glu-lsa"), TrainConfig(batch_size=1000))
+    bigger = estimate_memory_bytes(task, ModelConfig("glu-lsa", depth=4),
+                                   TrainConfig(batch_size=50000))
+    assert 0 < small < longer and small < bigger
+    assert memory_limit_bytes(torch.device("cpu")) <= MEMORY_CAP_BYTES
+    assert format_seconds(3.21) == "3.2 s" and format_seconds(125) == "2 min 5 s"
