@@ -291,12 +291,14 @@ class TrainedModel:
 
 def train_models(tasks: Sequence[TaskConfig], model_configs: Sequence[ModelConfig], seed: int = 0,
                  device: torch.device | str = "cpu", relative_error: float = 0.01,
-                 **train_overrides) -> list[TrainedModel]:
+                 max_test_prompts: int = 400_000, **train_overrides) -> list[TrainedModel]:
     """Train ``model_configs[i]`` on ``tasks[i]`` for every ``i`` with
     :func:`~nlicl_lib.experiment.default_train_config` (``train_overrides`` win, e.g.
     ``steps=``, ``batch_size=``), side by side on the CPU cores
     (:func:`~nlicl_lib.gd_steps.train_concurrently`) or one after the other on an accelerator,
-    then estimate each test loss to ``relative_error`` on the test stream."""
+    then estimate each test loss to ``relative_error`` on the test stream (with at most
+    ``max_test_prompts`` prompts: a model whose errors are heavy-tailed stops there, with the
+    larger error bar it has)."""
     from .gd_steps import train_concurrently
 
     if len(tasks) != len(model_configs):
@@ -311,7 +313,8 @@ def train_models(tasks: Sequence[TaskConfig], model_configs: Sequence[ModelConfi
         results = [train(m, t, c, device, False) for m, t, c in zip(models, tasks, configs, strict=True)]
     out = []
     for task, config, model, result in zip(tasks, model_configs, models, results, strict=True):
-        test = estimate_loss(model, task, device, seed=seed, relative_error=relative_error)
+        test = estimate_loss(model, task, device, seed=seed, relative_error=relative_error,
+                             max_prompts=max_test_prompts)
         out.append(TrainedModel(task, config, model, result, test, theory_values(task, config)))
     return out
 

@@ -171,3 +171,19 @@ def required_slots(input_dim: int, max_degree: int) -> int:
     r"""Feature slots a single block needs for every monomial of degree $2..k$:
     $\sum_{j=2}^{k} p_j$ (degree 1 is the input itself)."""
     return sum(monomial_count(input_dim, j) for j in range(2, max_degree + 1))
+
+
+def one_step_gd_asymptote(task: TaskConfig) -> float:
+    r"""The constant $c$ in $\mathcal L^*(n) = c/n + O(1/n^2)$ for one GD step on the task's own
+    monomials $\phi$ (features that span the target, no noise):
+    $B = S^2 + \frac1n(F - S^2)$ with $F = \mathbb E[\|\phi\|^2\phi\phi^\top]$, so expanding
+    $\operatorname{tr}(S^3 B^{-1})$ in $1/n$ gives $c = \operatorname{tr}(S^{-1}F) - \operatorname{tr} S$."""
+    if task.covariance is not None or task.noise_std:
+        raise ConfigError("task", task.describe(), "isotropic inputs and no label noise")
+    if task.kind == "linear":
+        d = task.input_dim
+        return float(d * (d + 1))  # 3.1: d(d+1)/(n+d+1)
+    phi = task.target_features
+    s = second_moment(phi)
+    fourth = weighted_second_moment(squared_norm(phi), phi)
+    return float(np.trace(np.linalg.solve(s, fourth)) - np.trace(s))
