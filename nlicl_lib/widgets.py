@@ -334,7 +334,9 @@ class TrainingPanel:
     message). ``theory(task, model_config)`` gives the theory values drawn and compared
     (default :func:`nlicl_lib.experiment.theory_values`). ``x_param`` names the parameter on
     the x axis of the results plot (default: the first). ``memory_cap`` bounds a CPU run's
-    memory (see :func:`memory_limit_bytes`); ``relative_error`` is the Monte Carlo accuracy
+    memory (see :func:`memory_limit_bytes`). ``theory_curve=False`` draws the theory only at
+    the settings of the runs (for theory that takes seconds, e.g. a Monte Carlo reference)
+    instead of along the whole range of ``x_param``. ``relative_error`` is the Monte Carlo accuracy
     of the test loss (at 0.05 it is measured on 40 000 prompts in most settings, about 1%
     standard error; :func:`~nlicl_lib.evaluate.estimate_loss` draws more when needed).
     """
@@ -351,6 +353,7 @@ class TrainingPanel:
         relative_error: float = 0.05,
         memory_cap: int | None = MEMORY_CAP_BYTES,
         log_y: bool = True,
+        theory_curve: bool = True,
     ):
         import ipywidgets as widgets
 
@@ -368,13 +371,14 @@ class TrainingPanel:
         self.relative_error = relative_error
         self.memory_cap = memory_cap
         self.log_y = log_y
+        self.theory_curve = theory_curve
         self.live = not book_display.in_book_build()
         self.results: list[PanelResult] = []
         self.running = False
         self.last_error: str | None = None
         self.last_figure: go.Figure | None = None
         self._displayed = False
-        self._theory_cache: dict[tuple, TheoryValues | None] = {}
+        self._theory_cache: dict[tuple, TheoryValues] = {}
         self._step_seconds: dict[tuple, float] = {}
         self._test_seconds: dict[tuple, float] = {}
 
@@ -550,7 +554,7 @@ class TrainingPanel:
                 plan.task, plan.model_config, plan.train_config, self.device,
                 progress=False, relative_error=self.relative_error,
                 callback=lambda step, loss: self._on_step(step, loss, steps, stride))
-            theory = self._theory(plan.task, plan.model_config)
+            theory = self.theory_at(plan.settings)
         except BaseException:
             self.progress.bar_style = "danger"
             raise
@@ -632,13 +636,13 @@ class TrainingPanel:
 
     def theory_at(self, settings: Settings) -> TheoryValues | None:
         """Theory values at ``settings`` (cached; ``None`` if ``configure`` rejects them)."""
-        key = tuple(sorted(settings.items()))
+        try:
+            task, model_config, _ = self._configure(dict(settings))
+        except ConfigError:
+            return None
+        key = (task, model_config)  # the training settings do not change the theory
         if key not in self._theory_cache:
-            try:
-                task, model_config, _ = self._configure(dict(settings))
-                self._theory_cache[key] = self._theory(task, model_config)
-            except ConfigError:
-                self._theory_cache[key] = None
+            self._theory_cache[key] = self._theory(task, model_config)
         return self._theory_cache[key]
 
     def figure(self) -> go.Figure:
@@ -689,17 +693,22 @@ class TrainingPanel:
 
         # right: the theory curve along x_param, and every run whose other settings match
         curves: dict[str, tuple[list, list, dict]] = {}
-        for value in x.grid():
+        matching = [r for r in self.results
+                    if all(r.settings[k] == v for k, v in reference.items() if k != self.x_param)]
+        along = x.grid() if self.theory_curve else sorted(
+            {r.settings[self.x_param] for r in matching} | {reference[self.x_param]},
+            key=lambda v: x.grid().index(v) if x.options is not None else v)
+        for value in along:
             values = self.theory_at({**reference, self.x_param: value})
             for level, name, style in self._levels(values) if values else []:
                 xs, ys, _ = curves.setdefault(name, ([], [], style))
                 xs.append(value)
                 ys.append(level)
         for name, (xs, ys, style) in curves.items():
-            fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers" if len(xs) < 3 else "lines",
-                                     name=name, line=style, legendgroup=name), 1, 2)
-        matching = [r for r in self.results
-                    if all(r.settings[k] == v for k, v in reference.items() if k != self.x_param)]
+            mode = "lines" if self.theory_curve and len(xs) > 2 else "lines+markers"
+            fig.add_trace(go.Scatter(x=xs, y=ys, mode=mode, name=name, line=style,
+                                     marker={"symbol": "line-ew-open", "size": 14},
+                                     legendgroup=name), 1, 2)
         if matching:
             fig.add_trace(go.Scatter(
                 x=[r.settings[self.x_param] for r in matching],

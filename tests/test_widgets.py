@@ -16,6 +16,7 @@ from nlicl_lib import (
     run_experiment,
 )
 from nlicl_lib.device import describe_device, resolve_device
+from nlicl_lib.panels import PANELS
 from nlicl_lib.widgets import (
     MEMORY_CAP_BYTES,
     Param,
@@ -258,3 +259,24 @@ def test_memory_estimate_grows_with_the_run_and_limit_is_capped():
     assert 0 < small < longer and small < bigger
     assert memory_limit_bytes(torch.device("cpu")) <= MEMORY_CAP_BYTES
     assert format_seconds(3.21) == "3.2 s" and format_seconds(125) == "2 min 5 s"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chapter", sorted(PANELS))
+def test_chapter_panels_train_at_a_tiny_budget(chapter):
+    panel = PANELS[chapter](device="cpu")
+    assert panel.plan().problem is None  # the defaults fit
+    panel.set(steps=panel.params["steps"].minimum)
+    panel.train_button.click()
+    assert panel.last_error is None, panel.last_error
+    result = panel.results[-1]
+    trace = trained_trace(panel.last_figure)
+    assert trace.y[-1] == result.normalised_test_loss
+    assert result.theory == panel.theory_at(panel.settings)
+    assert result.normalised_test_loss > 0 and result.experiment.training.steps == 100
+    if chapter == "ch3":  # the panel's run is the library's run for the same settings
+        expected = run_experiment(*panel.configure(), device="cpu", progress=False,
+                                  relative_error=panel.relative_error)
+        assert result.experiment.test_loss == pytest.approx(expected.test_loss, rel=1e-6)
+        assert result.normalised_theory == pytest.approx(
+            expected.theory.theory_loss / expected.theory.null_loss)
