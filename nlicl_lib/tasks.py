@@ -163,10 +163,16 @@ it, and a batch of at most ``PART_SIZE`` prompts is one part (seeded as ``(seed,
 _pool: tuple[int, ThreadPoolExecutor] | None = None
 
 
+def _sampling_workers() -> int:
+    """Threads that fill the parts of a batch on CPU: one per core. Independent of torch's
+    intra-op threads, so a run that keeps torch single-threaded still samples on every core."""
+    return os.cpu_count() or 1
+
+
 def _run_parts(fill: Callable[[int], None], parts: int, device: torch.device) -> None:
-    """Call ``fill(j)`` for every part: on CPU spread over ``torch.get_num_threads()`` threads
+    """Call ``fill(j)`` for every part: on CPU spread over :func:`_sampling_workers` threads
     (random number generation is single-threaded in torch, and it dominates a training step)."""
-    workers = min(parts, torch.get_num_threads()) if device.type == "cpu" else 1
+    workers = min(parts, _sampling_workers()) if device.type == "cpu" else 1
     if workers <= 1:
         for part in range(parts):
             fill(part)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from nlicl_lib import tasks
 from nlicl_lib.seeding import STREAM_TRAIN, generator
 from nlicl_lib.tasks import PART_SIZE, TaskConfig, sample_prompts
 
@@ -16,20 +17,15 @@ TASKS = [
 ]
 
 
-@pytest.fixture
-def restore_threads():
-    threads = torch.get_num_threads()
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.mark.parametrize("task", TASKS, ids=lambda t: t.describe())
-def test_batches_do_not_depend_on_the_thread_count(task, restore_threads):
+def test_batches_do_not_depend_on_the_thread_count(task, monkeypatch):
     batch = 2 * PART_SIZE + 321
-    torch.set_num_threads(1)
+    monkeypatch.setattr(tasks, "_sampling_workers", lambda: 1)
     serial = sample_prompts(task, batch, seed=4, step=7)
-    torch.set_num_threads(2)
+    monkeypatch.setattr(tasks, "_sampling_workers", lambda: 2)
     parallel = sample_prompts(task, batch, seed=4, step=7)
+    monkeypatch.setattr(tasks, "_sampling_workers", lambda: 3)
+    assert torch.equal(sample_prompts(task, batch, seed=4, step=7).y, parallel.y)
     for name in ("x", "y", "coefficients"):
         assert torch.equal(getattr(serial, name), getattr(parallel, name))
     # parts are independent draws, not copies of each other
