@@ -46,6 +46,9 @@ def _model_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--width", type=int, default=None, help="GLU width h (default: m)")
     group.add_argument("--attention", default=None, help="full or sparse (default by model)")
     group.add_argument("--activation", default="none", help="none, silu or gelu on one branch")
+    group.add_argument("--glu-init", default="normal",
+                       help="GLU initialisation: normal, small or large (default: normal; large "
+                            "keeps every feature direction alive in nearly every seed, ch. 3)")
 
 
 def _make_task(args: argparse.Namespace) -> TaskConfig:
@@ -57,7 +60,7 @@ def _make_model(args: argparse.Namespace) -> ModelConfig:
     if args.model == "lsa" and args.width is not None:
         raise ConfigError("width", args.width, "no --width for --model lsa")
     return ModelConfig(args.model, args.depth, args.slots, args.width, args.attention,
-                       activation=args.activation)
+                       activation=args.activation, glu_init=args.glu_init)
 
 
 def _check_output(path: str | None) -> Path | None:

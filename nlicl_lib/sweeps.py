@@ -38,7 +38,6 @@ import numpy as np
 import torch
 
 from .errors import ConfigError, TrainingDivergedError
-from .evaluate import LossEstimate, estimate_loss
 from .experiment import ModelConfig, TheoryValues, build_model, default_train_config, theory_values
 from .models import InContextRegressor
 from .monomials import PolyMap, monomial_exponents
@@ -273,32 +272,77 @@ def context_length_grid(smallest: int = 10, largest: int = 160) -> list[int]:
 
 
 
+@dataclass(frozen=True)
+class PairedLoss:
+    r"""A test loss measured on a fixed set of test prompts that every compared predictor shares.
+
+    ``mean`` $\pm$ ``std_error``: the mean squared error; ``normalised`` $\pm$
+    ``normalised_std_error``: its ratio to the zero predictor's loss $\frac1N\sum y_{n+1}^2$ on
+    the *same* prompts (a paired ratio, far more precise than dividing by $\mathbb E[y^2]$;
+    the error is the delta method's); ``worst``: the largest squared error over that mean
+    (large for heavy-tailed errors)."""
+
+    mean: float
+    std_error: float
+    normalised: float
+    normalised_std_error: float
+    num_prompts: int
+    worst: float
+
+
+@torch.no_grad()
+def paired_test_loss(predict, task: TaskConfig, num_prompts: int = 100_000, seed: int = 0,
+                     device: torch.device | str = "cpu", batch_size: int = 20000,
+                     dtype: torch.dtype | None = None) -> PairedLoss:
+    """:class:`PairedLoss` of a model or predictor on the first ``num_prompts`` prompts of the
+    test stream of ``seed`` (the same prompts for every call with the same arguments)."""
+    from .evaluate import model_predictor
+    from .seeding import STREAM_TEST
+
+    if isinstance(predict, InContextRegressor):
+        dtype = dtype or next(predict.parameters()).dtype
+        predict = model_predictor(predict)
+    dtype = dtype or torch.float32
+    sums = np.zeros(5)  # e, z, e^2, z^2, e z
+    worst, count, step = 0.0, 0, 0
+    while count < num_prompts:
+        size = min(batch_size, num_prompts - count)
+        prompts = sample_prompts(task, size, seed, step, device, STREAM_TEST, dtype)
+        labels = prompts.query_label.double()
+        e = (predict(prompts).double() - labels) ** 2
+        z = labels**2
+        sums += np.array([float(v.sum()) for v in (e, z, e * e, z * z, e * z)])
+        worst = max(worst, float(e.max()))
+        count += size
+        step += 1
+    e_mean, z_mean, e2, z2, ez = sums / count
+    ratio = e_mean / z_mean
+    var_e = max(e2 - e_mean**2, 0.0)
+    var_ratio = max(e2 - 2 * ratio * ez + ratio**2 * z2 - (e_mean - ratio * z_mean) ** 2, 0.0)
+    return PairedLoss(e_mean, float(np.sqrt(var_e / count)), ratio,
+                      float(np.sqrt(var_ratio / count) / z_mean), count, worst / e_mean)
+
+
 @dataclass
 class TrainedModel:
-    """One trained model of a sweep with its Monte Carlo test loss and what theory says."""
+    """One trained model of a sweep with its paired test loss and what theory says."""
 
     task: TaskConfig
     model_config: ModelConfig
     model: InContextRegressor
     training: TrainResult
-    test: LossEstimate
+    test: PairedLoss
     theory: TheoryValues
-
-    @property
-    def normalised_test_loss(self) -> float:
-        return self.test.mean / self.theory.null_loss
 
 
 def train_models(tasks: Sequence[TaskConfig], model_configs: Sequence[ModelConfig], seed: int = 0,
-                 device: torch.device | str = "cpu", relative_error: float = 0.01,
-                 max_test_prompts: int = 400_000, **train_overrides) -> list[TrainedModel]:
+                 device: torch.device | str = "cpu", test_prompts: int = 100_000,
+                 **train_overrides) -> list[TrainedModel]:
     """Train ``model_configs[i]`` on ``tasks[i]`` for every ``i`` with
     :func:`~nlicl_lib.experiment.default_train_config` (``train_overrides`` win, e.g.
     ``steps=``, ``batch_size=``), side by side on the CPU cores
     (:func:`~nlicl_lib.gd_steps.train_concurrently`) or one after the other on an accelerator,
-    then estimate each test loss to ``relative_error`` on the test stream (with at most
-    ``max_test_prompts`` prompts: a model whose errors are heavy-tailed stops there, with the
-    larger error bar it has)."""
+    then measure each on the same ``test_prompts`` test prompts (:func:`paired_test_loss`)."""
     from .gd_steps import train_concurrently
 
     if len(tasks) != len(model_configs):
@@ -313,11 +357,11 @@ def train_models(tasks: Sequence[TaskConfig], model_configs: Sequence[ModelConfi
         results = [train(m, t, c, device, False) for m, t, c in zip(models, tasks, configs, strict=True)]
     out = []
     for task, config, model, result in zip(tasks, model_configs, models, results, strict=True):
-        test = estimate_loss(model, task, device, seed=seed, relative_error=relative_error,
-                             max_prompts=max_test_prompts)
+        test = paired_test_loss(model, task, test_prompts, seed, device)
         out.append(TrainedModel(task, config, model, result, test, theory_values(task, config)))
     return out
 
 
-__all__ = ["Run", "SweepResult", "TrainedModel", "context_length_grid", "prompt_statistics",
-           "quadratic_form_matrix", "train_models", "train_one_block_runs", "truncate_context"]
+__all__ = ["PairedLoss", "Run", "SweepResult", "TrainedModel", "context_length_grid",
+           "paired_test_loss", "prompt_statistics", "quadratic_form_matrix", "train_models",
+           "train_one_block_runs", "truncate_context"]
