@@ -279,8 +279,8 @@ class PairedLoss:
     ``mean`` $\pm$ ``std_error``: the mean squared error; ``normalised`` $\pm$
     ``normalised_std_error``: its ratio to the zero predictor's loss $\frac1N\sum y_{n+1}^2$ on
     the *same* prompts (a paired ratio, far more precise than dividing by $\mathbb E[y^2]$;
-    the error is the delta method's); ``worst``: the largest squared error over that mean
-    (large for heavy-tailed errors)."""
+    the error is the delta method's); ``worst``: the largest squared error on one prompt, over
+    the zero predictor's mean loss (a model with heavy-tailed errors shows it here first)."""
 
     mean: float
     std_error: float
@@ -320,7 +320,7 @@ def paired_test_loss(predict, task: TaskConfig, num_prompts: int = 100_000, seed
     var_e = max(e2 - e_mean**2, 0.0)
     var_ratio = max(e2 - 2 * ratio * ez + ratio**2 * z2 - (e_mean - ratio * z_mean) ** 2, 0.0)
     return PairedLoss(e_mean, float(np.sqrt(var_e / count)), ratio,
-                      float(np.sqrt(var_ratio / count) / z_mean), count, worst / e_mean)
+                      float(np.sqrt(var_ratio / count) / z_mean), count, worst / z_mean)
 
 
 @dataclass
