@@ -80,9 +80,9 @@ class SpectralSample:
 
 @dataclass(frozen=True)
 class TunedGD:
-    r"""Step sizes $\gamma_1..\gamma_L$ (in the order a GD run takes them: increasing), the
-    polynomial coefficients $c_1..c_L$ of $p$, the excess loss on the tuning sample and its
-    Monte Carlo standard error."""
+    r"""Step sizes $\gamma_1..\gamma_L$ (sorted increasingly; their order does not change the
+    result), the coefficients $c_1..c_L$ of $p$, the excess loss on the tuning sample, its Monte
+    Carlo standard error, and whether the unconstrained optimal $p$ had real roots."""
 
     step_sizes: tuple[float, ...]
     coefficients: tuple[float, ...]
