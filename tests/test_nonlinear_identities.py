@@ -255,7 +255,7 @@ def test_feature_analysis_of_the_constructed_and_a_crippled_glu():
         u[1], u[4] = 2**-0.5, -(2**-0.5)
         glu.w3.copy_(projector - torch.outer(u, u))
     found = slot_feature_directions(model)
-    assert found.rank() == 5 and found.relative_strengths[-1] < 1e-12
+    assert found.rank() == 5 and found.relative_strengths[-1] < 1e-6  # sqrt of a rounding error
     fractions = dict(zip(phi2.names, captured_fraction(phi2, found.live()), strict=True))
     assert fractions["x1 x2"] == pytest.approx(0.5) and fractions["x2 x3"] == pytest.approx(0.5)
     assert fractions["x1 x3"] == pytest.approx(1.0) and fractions["x1^2"] == pytest.approx(1.0)
