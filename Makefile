@@ -4,6 +4,7 @@
 #   make book          set up .venv, execute (cached) and build the HTML: _build/html/index.html
 #   make test          set up .venv, run the unit tests (not the browser test)
 #   make browser-test  open every built page in headless chromium (needs `make book` first)
+#   make notebook-test run the chapters' downloaded notebooks in fresh kernels (after `make book`)
 #   make reproduce     recompute every measured number into results/
 #   make lint          ruff
 #   make clean         remove the build, the caches and the set-up stamps (keeps .venv)
@@ -20,7 +21,7 @@ SETUP_STAMP := $(STAMPS)/setup
 CHROMIUM := /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: help setup book test browser-test chromium reproduce lint clean
+.PHONY: help setup book test browser-test notebook-test chromium reproduce lint clean
 
 help:
 	@sed -n 's/^#   //p' Makefile
@@ -43,7 +44,7 @@ book: setup
 
 # --- tests -------------------------------------------------------------------------------
 test: setup
-	$(BIN)/python -m pytest -m "not browser"
+	$(BIN)/python -m pytest -m "not browser and not built"
 
 chromium:
 	@if [ ! -x $(CHROMIUM) ]; then \
@@ -55,6 +56,10 @@ chromium:
 
 browser-test: setup chromium
 	$(BIN)/python -m pytest -m browser tests/test_browser.py
+
+# The executed notebooks the site offers for download, run as a reader would (fresh kernel, CPU).
+notebook-test: setup
+	$(BIN)/python -m pytest -m built -s tests/test_notebooks.py
 
 # --- results -----------------------------------------------------------------------------
 reproduce: setup

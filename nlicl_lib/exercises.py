@@ -197,15 +197,15 @@ def _prefix(exercise: str) -> str:
     return f"Exercise {exercise}: " if exercise else ""
 
 
-def attempt(exercise: str, run: Callable[..., Any], /, **answers: Any) -> Any:
+def attempt(exercise: str, run: Callable[..., Any], /, **answers: Any) -> None:
     """Run ``run(**answers)`` once every answer is set; while one is ``None``, say which to
-    set and return ``None`` (so running every cell never stops at an exercise)."""
+    set instead (so running every cell never stops at an exercise). Returns nothing, so that
+    a cell ending with it shows only the check's line."""
     if not exercise:
         raise ConfigError("exercise", exercise, "an exercise id such as '2.1'")
     missing = [name for name, value in answers.items() if value is None]
     if missing:
         names = ", ".join(f"`{name}`" for name in missing)
-        print(f"Exercise {exercise} is waiting for you: set {names} in the cell above "
-              "(replace None), then run the cell again.")
-        return None
-    return run(**answers)
+        print(f"Exercise {exercise}: set {names} (replace None) and run this cell again.")
+        return
+    run(**answers)

@@ -383,8 +383,10 @@ class TrainingPanel:
         self._test_seconds: dict[tuple, float] = {}
 
         self.controls = {name: p.make_widget() for name, p in self.params.items()}
-        self.train_button = widgets.Button(description="Train", button_style="primary",
-                                           icon="play", tooltip="Train a model at these settings")
+        # Default style and no icon: ipywidgets' "primary" blue fails the book's contrast check,
+        # and icons need Font Awesome files that the static site's widget manager cannot find.
+        self.train_button = widgets.Button(description="Train",
+                                           tooltip="Train a model at these settings")
         self.progress = widgets.IntProgress(value=0, min=0, max=1, description="progress",
                                             style={"description_width": "initial"})
         self.device_label = widgets.HTML()

@@ -1,0 +1,127 @@
+"""The book build's live side (tools/nlicl_live.py): Colab copies of the notebooks, the Colab
+button, accessible toggles and the instructors page's run-time tables. Unit tests: no book
+build, no browser (they run with ``make test``)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_live():
+    spec = importlib.util.spec_from_file_location("nlicl_live", ROOT / "tools" / "nlicl_live.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+live = load_live()
+REPO = "https://github.com/nlicl/nlicl"
+
+
+def executed_notebook() -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}}}
+    cell = nbformat.v4.new_code_cell("print(1)", execution_count=3)
+    cell.outputs = [nbformat.v4.new_output("stream", text="1\n")]
+    nb.cells = [nbformat.v4.new_markdown_cell("# Title"), cell]
+    return nb
+
+
+def test_colab_copy_installs_the_library_first_and_has_no_outputs():
+    original = executed_notebook()
+    colab = live.colab_notebook(original, REPO, "main")
+    nbformat.validate(colab)
+    first = colab.cells[0]
+    assert first.cell_type == "code" and first.metadata["tags"] == ["colab-install"]
+    assert "git+https://github.com/nlicl/nlicl.git@main" in first.source
+    assert "--no-deps" in first.source and '"google.colab" in sys.modules' in first.source
+    assert [c.source for c in colab.cells[1:]] == [c.source for c in original.cells]
+    code = [c for c in colab.cells if c.cell_type == "code"]
+    assert all(c.outputs == [] and c.execution_count is None for c in code)
+    assert "widgets" not in colab.metadata
+    assert original.cells[1].outputs, "the executed notebook itself is left alone"
+
+
+def test_install_cell_does_nothing_outside_colab(monkeypatch):
+    calls = []
+    monkeypatch.setattr("subprocess.run", lambda *a, **k: calls.append(a))
+    monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    exec(compile(live.install_source(REPO, "main"), "install", "exec"), {})
+    assert calls == []
+    monkeypatch.setitem(sys.modules, "google.colab", object())
+    exec(compile(live.install_source(REPO, "main"), "install", "exec"), {})
+    assert calls and calls[0][0][-1] == "git+https://github.com/nlicl/nlicl.git@main"
+
+
+class FakeApp:
+    class config:  # noqa: N801
+        html_theme_options = {"repository_url": REPO, "repository_branch": "main",
+                              "launch_buttons": {"colab_url": "https://colab.research.google.com",
+                                                 "binderhub_url": "https://mybinder.org"}}
+        nlicl_colab_branch = "gh-pages"
+
+
+def test_colab_button_opens_the_colab_copy_and_binder_is_left_alone():
+    binder = {"text": "Binder", "url": "https://mybinder.org/v2/gh/nlicl/nlicl/main?x"}
+    colab = {"text": "Colab", "url": f"{REPO}/blob/main/book/ch2.md"}
+    context = {"header_buttons": [{"label": "launch-buttons", "buttons": [binder, dict(colab)]}]}
+    live.point_colab_button(FakeApp, "book/ch2_attention_alone", "page.html", context, None)
+    buttons = context["header_buttons"][0]["buttons"]
+    assert buttons[0] == binder
+    assert buttons[1]["url"] == ("https://colab.research.google.com/github/nlicl/nlicl/blob/"
+                                 "gh-pages/_colab/book/ch2_attention_alone.ipynb")
+
+
+def test_hidden_cell_toggles_are_named_by_their_text():
+    body = ('<details class="hide above-input"><summary aria-label="Toggle hidden content">'
+            '<span class="collapsed">Show the solution</span></summary></details>')
+    context = {"body": body}
+    live.name_toggles_by_their_text(None, "page", "page.html", context, None)
+    assert "aria-label" not in context["body"] and "<summary><span" in context["body"]
+
+
+def test_one_hour_lab_takes_the_quickest_exercise_of_each_chapter_first():
+    exercises = [
+        {"id": "2.1", "seconds": 30}, {"id": "2.2", "seconds": 5},
+        {"id": "3.1", "seconds": 600}, {"id": "3.2", "seconds": 20},
+        {"id": "4.1", "seconds": 10}, {"id": "5.1", "seconds": 15}, {"id": "5.2", "seconds": 16},
+    ]
+    lab = live.lab_plan(exercises)
+    # 50 minutes after set-up; each exercise is 10 min + 3 runs: four firsts, then one more
+    # 50 minutes after set-up, 10 per exercise plus 3 runs: the four quickest firsts fit,
+    # a fifth does not
+    assert lab == {"2.2", "3.2", "4.1", "5.1"}
+    assert live.lab_plan(exercises[:2]) == {"2.2", "2.1"}
+
+
+def test_run_times_come_from_the_execution_cache(tmp_path: Path):
+    from jupyter_cache import get_cache
+    from jupyter_cache.base import CacheBundleIn
+
+    cache = get_cache(str(tmp_path / "cache"))
+    nb = executed_notebook()
+    nb.cells[1].outputs.append(nbformat.v4.new_output(
+        "display_data", data={"text/plain": "ok"},
+        metadata={live.EXERCISE_KEY: {"id": "2.1", "title": "T", "seconds": 4.5,
+                                      "device": "cpu (2 threads)"}}))
+    cache.cache_notebook_bundle(CacheBundleIn(nb, str(tmp_path / "ch2.md"),
+                                              data={"execution_seconds": 12.5}), check_validity=False)
+    written = tmp_path / "ch2.ipynb"  # what myst-nb writes for the page (no outputs needed)
+    plain = executed_notebook()
+    plain.cells[1].outputs = []
+    nbformat.write(plain, written)
+    pages = live.executed_pages(str(tmp_path / "cache"),
+                                {"book/ch2": written, "book/ch3": tmp_path / "missing.ipynb"})
+    assert list(pages) == ["book/ch2"]
+    assert pages["book/ch2"].seconds == pytest.approx(12.5)
+    assert pages["book/ch2"].exercises[0]["id"] == "2.1"
