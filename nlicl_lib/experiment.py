@@ -274,11 +274,14 @@ def default_train_config(task: TaskConfig, model_config: ModelConfig, **override
 
     Deeper stacks get a learning rate divided by the depth: the loss is a polynomial of degree
     about $2L+1$ in the weights, and a rate that suits one layer sends a deep LSA to NaN.
+    GLU-LSA trains at half the LSA rate: the weakest feature direction of a GLU grows only
+    slowly out of its initial value, and gradient noise at a larger rate can kill it for good
+    (chapter 3 measures this; a quarter of the rate is too slow for it to grow at all).
     """
     config = model_config.resolved(task)
     if config.kind == "lsa":
         base = {"steps": 600, "batch_size": 2000, "learning_rate": 0.02 / config.depth}
     else:
-        base = {"steps": 1500, "batch_size": 2000, "learning_rate": 0.02 / config.depth}
+        base = {"steps": 1000, "batch_size": 1000, "learning_rate": 0.01 / config.depth}
     base.update({k: v for k, v in overrides.items() if v is not None})
     return TrainConfig(**base)
