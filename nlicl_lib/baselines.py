@@ -87,12 +87,13 @@ def tuned_ridge(task: TaskConfig, features: PolyMap | None = None,
                 penalties: Sequence[float] = DEFAULT_PENALTIES, seed: int = 0,
                 validation_prompts: int = 20000, test_prompts: int = 100_000,
                 device: torch.device | str = "cpu", dtype: torch.dtype = torch.float64,
-                name: str | None = None) -> TunedRidge:
+                name: str | None = None, batch_size: int = 4000) -> TunedRidge:
     r"""Ridge on ``features`` (default $x$) with $\lambda$ chosen on the validation stream.
 
     ``validation_prompts`` prompts of stream ``STREAM_OTHER`` pick $\lambda$; the test loss is
     then measured on the first ``test_prompts`` prompts of the test stream
-    (:func:`~nlicl_lib.sweeps.paired_test_loss`)."""
+    (:func:`~nlicl_lib.sweeps.paired_test_loss`), in batches of ``batch_size`` prompts: keep
+    its default to measure on the same prompts as ``paired_test_loss`` does by default."""
     penalties = tuple(check_float("penalty", p, minimum=0.0, strict_minimum=True) for p in penalties)
     if not penalties:
         raise ConfigError("penalties", penalties, "at least one penalty")
@@ -100,7 +101,7 @@ def tuned_ridge(task: TaskConfig, features: PolyMap | None = None,
     total = torch.zeros(len(penalties), dtype=torch.float64)
     done, step = 0, 0
     while done < count:
-        size = min(10000, count - done)
+        size = min(batch_size, count - done)
         prompts = sample_prompts(task, size, seed, step, device, STREAM_OTHER, dtype)
         path = ridge_path(prompts, penalties, features)
         total += ((path - prompts.query_label) ** 2).double().sum(dim=1).cpu()
@@ -112,7 +113,8 @@ def tuned_ridge(task: TaskConfig, features: PolyMap | None = None,
     def predict(prompts: Prompts) -> torch.Tensor:
         return ridge_path(prompts, [best], features)[0]
 
-    test = paired_test_loss(predict, task, test_prompts, seed, device, dtype=dtype)
+    test = paired_test_loss(predict, task, test_prompts, seed, device, batch_size=batch_size,
+                            dtype=dtype)
     label = name or ("x" if features is None else f"{features.num_outputs} features")
     return TunedRidge(best, penalties, tuple(float(v) for v in losses), test, label)
 

@@ -142,6 +142,56 @@ def kernel_matrix(model: InContextRegressor) -> np.ndarray:
     return a.T @ block_gamma(model) @ a
 
 
+@dataclass(frozen=True)
+class DirectionUsage:
+    r"""For each unit direction $e_k$ the GLU writes (strongest first): its ``strengths``
+    $\sigma_k/\sigma_1$ and its ``usage``, the weight $e_k^\top K e_k$ the block's kernel puts on
+    it over the weight $e_k^\top \Gamma^* e_k$ the optimal kernel puts on it (both on the
+    degree-2 part, coefficients over $\phi_2$). About 1 for a direction the block uses as the
+    optimum does; about 0 for a *dead* one, however strong or weak it is written."""
+
+    strengths: np.ndarray
+    usage: np.ndarray
+    directions: PolyMap
+
+    def used(self, threshold: float = 0.5) -> PolyMap:
+        """The directions with usage above ``threshold``."""
+        return PolyMap(self.directions.exponents, self.directions.coefficients[self.usage > threshold])
+
+    def dead(self, threshold: float = 0.5) -> PolyMap:
+        """The directions with usage at or below ``threshold``."""
+        return PolyMap(self.directions.exponents, self.directions.coefficients[self.usage <= threshold])
+
+
+def direction_usage(model: InContextRegressor, optimal_gamma: np.ndarray) -> DirectionUsage:
+    r"""How much of the optimal kernel weight a one-block model puts on each direction it writes.
+
+    ``optimal_gamma``: $\Gamma^*$ on $\psi_0 = (x; \phi_2)$, e.g.
+    ``theory.one_step_kernel_gd_optimum(task).gamma`` for a quadratic task. With $K$ from
+    :func:`kernel_matrix` and the unit directions $e_k$ of :func:`slot_feature_directions`
+    (coefficients $c_k$ over $\phi_2$), usage$_k = c_k^\top K_{qq} c_k / c_k^\top \Gamma^*_{qq} c_k$."""
+    d = model.input_dim
+    found = slot_feature_directions(model)
+    kernel = kernel_matrix(model)[d:, d:]
+    optimal = np.asarray(optimal_gamma, dtype=np.float64)[d:, d:]
+    basis = theory.kernel_features(d, 2)
+    if found.directions.exponents.shape[0] != basis.num_outputs - d or not np.array_equal(
+            found.directions.exponents, basis.exponents[d:]):
+        raise ConfigError("model", "features", "a GLU writing quadratic forms of x")
+    c = found.directions.coefficients
+    weights = np.einsum("kp,pq,kq->k", c, kernel, c)
+    best = np.einsum("kp,pq,kq->k", c, optimal, c)
+    usage = np.divide(weights, best, out=np.zeros_like(weights), where=np.abs(best) > 0)
+    return DirectionUsage(found.relative_strengths, usage, found.directions)
+
+
+def span_optimum(task: TaskConfig, slot_directions: PolyMap) -> theory.OneStepOptimum:
+    r"""The best one-step loss on $(x; \text{slot\_directions})$ (theory.md 3.3 on that span)."""
+    features = PolyMap.monomials(task.input_dim, [1]).concat(slot_directions)
+    return theory.one_step_gd_optimum(task.target_features, features, task.context_length,
+                                      task.noise_std)
+
+
 def live_span_optimum(task: TaskConfig, model: InContextRegressor, tolerance: float = 1e-2
                       ) -> theory.OneStepOptimum:
     r"""The best one-step loss on $(x; \text{live slot directions})$: what a block whose dead
@@ -167,6 +217,7 @@ def missing_direction_optimum(task: TaskConfig, direction: PolyMap) -> theory.On
                                       task.noise_std)
 
 
-__all__ = ["FeatureDirections", "captured_fraction", "describe_polynomial", "feature_directions",
-           "kernel_matrix", "live_span_optimum", "missing_direction_optimum",
-           "principal_angles", "slot_feature_directions"]
+__all__ = ["DirectionUsage", "FeatureDirections", "captured_fraction", "describe_polynomial",
+           "direction_usage", "feature_directions", "kernel_matrix", "live_span_optimum",
+           "missing_direction_optimum", "principal_angles", "slot_feature_directions",
+           "span_optimum"]

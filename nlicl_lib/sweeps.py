@@ -292,10 +292,11 @@ class PairedLoss:
 
 @torch.no_grad()
 def paired_test_loss(predict, task: TaskConfig, num_prompts: int = 100_000, seed: int = 0,
-                     device: torch.device | str = "cpu", batch_size: int = 20000,
+                     device: torch.device | str = "cpu", batch_size: int = 4000,
                      dtype: torch.dtype | None = None) -> PairedLoss:
     """:class:`PairedLoss` of a model or predictor on the first ``num_prompts`` prompts of the
-    test stream of ``seed`` (the same prompts for every call with the same arguments)."""
+    test stream of ``seed``, drawn in batches of ``batch_size`` (the same prompts for every call
+    with the same ``task``, ``seed`` and ``batch_size``)."""
     from .evaluate import model_predictor
     from .seeding import STREAM_TEST
 
