@@ -143,7 +143,7 @@ def check_close(value: float, reference: float, rel: float = 0.05, *, exercise: 
     value, reference, rel = _check_numbers(value, reference, rel)
     difference = relative_difference(value, reference)
     numbers = (f"{what} = {value:.5g}, {theory} = {reference:.5g} "
-               f"({100 * difference:+.1f}%; allowed ±{100 * rel:.0f}%)")
+               f"({100 * difference:+.2g}%; allowed ±{100 * rel:.2g}%)")
     if abs(difference) > rel:
         raise ExerciseFailed(f"{_prefix(exercise)}{what} does not match {theory}: {numbers}.",
                              hint)

@@ -27,7 +27,7 @@ def test_check_close_passes_within_tolerance_and_fails_with_the_hint(capsys):
         check_close(1.2, 1.0, rel=0.05, exercise="9.1", what="test loss",
                     theory="the optimum", hint="train longer")
     message = str(failure.value)
-    assert "+20.0%" in message and "±5%" in message and "Hint: train longer" in message
+    assert "+20%" in message and "±5%" in message and "Hint: train longer" in message
     assert isinstance(failure.value, AssertionError) and failure.value.hint == "train longer"
     with pytest.raises(ExerciseFailed):
         check_close(0.8, 1.0, rel=0.05)
