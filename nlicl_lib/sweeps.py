@@ -320,8 +320,8 @@ def paired_test_loss(predict, task: TaskConfig, num_prompts: int = 100_000, seed
     ratio = e_mean / z_mean
     var_e = max(e2 - e_mean**2, 0.0)
     var_ratio = max(e2 - 2 * ratio * ez + ratio**2 * z2 - (e_mean - ratio * z_mean) ** 2, 0.0)
-    return PairedLoss(e_mean, float(np.sqrt(var_e / count)), ratio,
-                      float(np.sqrt(var_ratio / count) / z_mean), count, worst / z_mean)
+    return PairedLoss(float(e_mean), float(np.sqrt(var_e / count)), float(ratio),
+                      float(np.sqrt(var_ratio / count) / z_mean), count, float(worst / z_mean))
 
 
 @dataclass
