@@ -249,8 +249,10 @@ def run_experiment(
     progress: bool | None = None,
     relative_error: float = 0.01,
     callback=None,
+    eval_batch_size: int = 20000,
 ) -> ExperimentResult:
-    """Validate everything, then train, evaluate and compare with theory."""
+    """Validate everything, then train, evaluate and compare with theory. ``eval_batch_size``
+    is the batch of the test-loss estimate (smaller: less memory for long contexts)."""
     device = resolve_device(device)
     for name, value, kind in (("task", task, TaskConfig), ("model", model_config, ModelConfig),
                               ("train", train_config, TrainConfig)):
@@ -261,7 +263,7 @@ def run_experiment(
     training = train(model, task, train_config, device, progress, callback)
     start = time.perf_counter()
     test = estimate_loss(model, task, device, seed=train_config.seed,
-                         relative_error=relative_error)
+                         relative_error=relative_error, batch_size=eval_batch_size)
     exact = exact_model_loss(model, task)
     del start
     return ExperimentResult(task, model_config, train_config, values, test, exact, training,

@@ -135,6 +135,10 @@ def depth_panel(device: str = "auto") -> TrainingPanel:
     ]
 
     def configure(s):
+        if s["degree"] == 3 and s["depth"] > 3:
+            raise ConfigError("depth", s["depth"],
+                              "at most 3 for cubic tasks (GLUs that read their slots multiply "
+                              "degrees: at depth 4 the features reach degree 16 and overflow)")
         if s["degree"] == 3 and s["depth"] > 1 and s["feature_slots"] < 3:
             raise ConfigError("feature_slots", s["feature_slots"],
                               "at least 3 for cubic tasks (a block must keep x_j x_k to "

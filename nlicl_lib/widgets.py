@@ -68,12 +68,14 @@ Theory = Callable[[TaskConfig, ModelConfig], TheoryValues]
 
 EVAL_BATCH = 20000
 """Prompts per batch of :func:`nlicl_lib.evaluate.estimate_loss` (its default)."""
+EVAL_TOKENS = EVAL_BATCH * 21
+"""Tokens per test batch of a panel: the library's default batch at $n = 20$."""
 EVAL_MIN_PROMPTS = 40000
 """Prompts :func:`~nlicl_lib.evaluate.estimate_loss` draws at least (its default)."""
-MEMORY_CAP_BYTES = 512 * 2**20
+MEMORY_CAP_BYTES = 768 * 2**20
 """Most working memory a panel run may take on the CPU. A Binder session has 2 GB for the
-kernel and the page, each chapter should stay under 1 GB, and the kernel with torch and the
-chapter's own data already takes about 0.4 GB."""
+server, the kernel and the run; a chapter's kernel takes about 0.5 GB with its own data
+(``make notebook-test`` measures it), and the estimate is an upper bound."""
 MAX_CURVE_POINTS = 12
 """Theory points drawn along ``x_param`` (every slider position when there are fewer)."""
 
@@ -169,27 +171,34 @@ class Param:
 # --- memory --------------------------------------------------------------------------------
 
 
+def eval_batch_size(task: TaskConfig) -> int:
+    """Prompts per batch of a panel's test-loss estimate: the library's 20 000 up to $n = 20$,
+    fewer for longer contexts, so that a batch holds at most :data:`EVAL_TOKENS` tokens."""
+    return max(1000, min(EVAL_BATCH, EVAL_TOKENS // (task.context_length + 1)))
+
+
 def estimate_memory_bytes(task: TaskConfig, model: ModelConfig, train_config: TrainConfig
                           ) -> int:
-    r"""Peak working memory of a run, in bytes (float32): the larger of a training step and
-    an evaluation batch of :data:`EVAL_BATCH` prompts, padded by 1.5 for temporaries.
+    r"""Peak working memory of a run, in bytes (float32): the larger of a training step and a
+    batch of the test-loss estimate (:func:`eval_batch_size` prompts), padded by 1.2.
 
-    Per token of a training batch: the prompt (inputs $d$, the target's $p$ monomials and
-    coefficients, the embedding: about $d + 3p + 2D$ numbers) and, per block, the activations
-    autograd keeps and their gradients, about $2(3h + 4D)$; an evaluation batch keeps no
-    gradients and one block at a time. ``bench/panel_memory.py`` checks it against the
-    measured peak.
+    Numbers kept per token: the prompt (inputs $d$, the target's monomials with their
+    intermediate products $(k+2)p$, the embedding $D$) and, per block, the activations
+    $3h + 5D$ (the GLU's branches and product, the token after the GLU and after the
+    attention), twice when training (their gradients). ``bench/panel_memory.py`` checks that
+    this bounds the measured peak (by 1.4 to 3 times).
     """
     resolved = model.resolved(task)
     tokens = task.context_length + 1
     p = task.input_dim if task.kind == "linear" else task.num_monomials
     dim = task.input_dim + resolved.feature_slots + 1
     width = (resolved.glu_width or 0) if resolved.kind == "glu-lsa" else 0
-    sample = task.input_dim + 3 * p + 2 * dim + 2
-    per_block = 2 * (3 * width + 4 * dim)
-    train_numbers = train_config.batch_size * tokens * (sample + resolved.depth * per_block)
-    eval_numbers = EVAL_BATCH * tokens * (sample + 3 * width + 3 * dim)
-    return int(1.5 * 4 * max(train_numbers, eval_numbers))
+    prompt = task.input_dim + (task.degree + 2) * p + dim
+    per_block = 3 * width + 5 * dim
+    train_numbers = train_config.batch_size * tokens * (prompt + dim
+                                                        + 2 * resolved.depth * per_block)
+    eval_numbers = eval_batch_size(task) * tokens * (prompt + resolved.depth * per_block)
+    return int(1.2 * 4 * max(train_numbers, eval_numbers))
 
 
 def _cgroup_memory_left() -> int | None:
@@ -555,7 +564,8 @@ class TrainingPanel:
             result = run_experiment(
                 plan.task, plan.model_config, plan.train_config, self.device,
                 progress=False, relative_error=self.relative_error,
-                callback=lambda step, loss: self._on_step(step, loss, steps, stride))
+                callback=lambda step, loss: self._on_step(step, loss, steps, stride),
+                eval_batch_size=eval_batch_size(plan.task))
             theory = self.theory_at(plan.settings)
         except BaseException:
             self.progress.bar_style = "danger"

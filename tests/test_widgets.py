@@ -22,6 +22,7 @@ from nlicl_lib.widgets import (
     Param,
     TrainingPanel,
     estimate_memory_bytes,
+    eval_batch_size,
     format_seconds,
     memory_limit_bytes,
     smooth_curve,
@@ -253,12 +254,18 @@ def test_memory_estimate_grows_with_the_run_and_limit_is_capped():
     task = TaskConfig("poly", input_dim=3, context_length=20, degree=2)
     small = estimate_memory_bytes(task, ModelConfig("glu-lsa"), TrainConfig(batch_size=1000))
     longer = estimate_memory_bytes(TaskConfig("poly", input_dim=3, context_length=80, degree=2),
-                                   ModelConfig("glu-lsa"), TrainConfig(batch_size=1000))
+                                   ModelConfig("glu-lsa"), TrainConfig(batch_size=10000))
     bigger = estimate_memory_bytes(task, ModelConfig("glu-lsa", depth=4),
                                    TrainConfig(batch_size=50000))
     assert 0 < small < longer and small < bigger
     assert memory_limit_bytes(torch.device("cpu")) <= MEMORY_CAP_BYTES
     assert format_seconds(3.21) == "3.2 s" and format_seconds(125) == "2 min 5 s"
+    # long contexts are tested in smaller batches: the panels' longest fits the cap
+    assert eval_batch_size(task) == 20000
+    long = TaskConfig("poly", input_dim=3, context_length=160, degree=2)
+    assert eval_batch_size(long) * 161 <= 20000 * 21
+    assert estimate_memory_bytes(long, ModelConfig("glu-lsa"),
+                                 TrainConfig(batch_size=500)) < MEMORY_CAP_BYTES
 
 
 @pytest.mark.slow
@@ -275,8 +282,10 @@ def test_chapter_panels_train_at_a_tiny_budget(chapter):
     assert result.theory == panel.theory_at(panel.settings)
     assert result.normalised_test_loss > 0 and result.experiment.training.steps == 100
     if chapter == "ch3":  # the panel's run is the library's run for the same settings
+        task = panel.configure()[0]
         expected = run_experiment(*panel.configure(), device="cpu", progress=False,
-                                  relative_error=panel.relative_error)
+                                  relative_error=panel.relative_error,
+                                  eval_batch_size=eval_batch_size(task))
         assert result.experiment.test_loss == pytest.approx(expected.test_loss, rel=1e-6)
         assert result.normalised_theory == pytest.approx(
             expected.theory.theory_loss / expected.theory.null_loss)
