@@ -767,5 +767,11 @@ class TrainingPanel:
         display(self.widget)
         if self.live and not self._displayed:
             self._displayed = True
-            self.redraw()
-            self._refresh_estimate()
+            self.status.value = "Computing the theory and timing a few training steps …"
+            try:
+                self.redraw()
+                self._refresh_estimate()
+                self.status.value = "Move the sliders, then press Train."
+            except Exception as error:  # noqa: BLE001 - show it, keep the controls usable
+                self.status.value = (f"<b>The panel could not draw its figure:</b> "
+                                     f"{escape(f'{type(error).__name__}: {error}')}")
