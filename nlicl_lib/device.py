@@ -60,7 +60,8 @@ def describe_device(device: torch.device) -> str:
     if device.type == "cuda":
         return f"cuda ({torch.cuda.get_device_name(device)})"
     if device.type == "cpu":
-        return f"cpu ({torch.get_num_threads()} threads)"
+        threads = torch.get_num_threads()
+        return f"cpu ({threads} thread{'' if threads == 1 else 's'})"
     return device.type
 
 

@@ -41,7 +41,7 @@ EXERCISE_KEY = "nlicl_exercise"  # nlicl_lib.exercises.METADATA_KEY (not importe
 # discuss, plus its measured run time for this many runs; the lab keeps some minutes to open
 # Binder or Colab and start the first chapter.
 LAB_MINUTES = 60
-SETUP_MINUTES = 10
+SETUP_MINUTES = 5
 MINUTES_PER_EXERCISE = 10
 RUNS_PER_EXERCISE = 3
 
