@@ -46,9 +46,10 @@ def _model_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--width", type=int, default=None, help="GLU width h (default: m)")
     group.add_argument("--attention", default=None, help="full or sparse (default by model)")
     group.add_argument("--activation", default="none", help="none, silu or gelu on one branch")
-    group.add_argument("--glu-init", default="normal",
-                       help="GLU initialisation: normal, small or large (default: normal; large "
-                            "keeps every feature direction alive in nearly every seed, ch. 3)")
+    group.add_argument("--glu-init", default=None,
+                       help="GLU initialisation: normal, small or large (default: large for one block "
+                            "reading x, which keeps every feature direction alive in nearly every "
+                            "seed (ch. 3); normal for deeper stacks)")
 
 
 def _make_task(args: argparse.Namespace) -> TaskConfig:
