@@ -86,11 +86,35 @@ def _ch3(device, seed, progress):
                               device, seed, progress)
 
 
+@register("ch4-glu-lsa-m3", 4, "1 GLU-LSA block with m=h=3 < p2 slots, quadratic d=3, n=20")
+def _ch4(device, seed, progress):
+    # reference: the best 3-dimensional feature span for one block (exact; a lower bound)
+    return _trained_vs_theory(TaskConfig("poly", 3, 20, degree=2),
+                              ModelConfig("glu-lsa", feature_slots=3), device, seed, progress)
+
+
+@register("ch5-depth3-m3", 5, "3 GLU-LSA blocks with m=h=3 slots (GLUs read x), quadratic d=3")
+def _ch5_depth3(device, seed, progress):
+    # reference: the block-coordinate recursion of 3.5 over the same slots
+    return _trained_vs_theory(TaskConfig("poly", 3, 20, degree=2),
+                              ModelConfig("glu-lsa", depth=3, feature_slots=3, glu_reads="x"),
+                              device, seed, progress, learning_rate=0.02 / 3)
+
+
+@register("ch5-cubic-depth2", 5, "2 GLU-LSA blocks with m=h=10 slots, cubic d=3, n=20")
+def _ch5_cubic(device, seed, progress):
+    # the second GLU multiplies x by stored quadratic slots; reference: the recursion
+    return _trained_vs_theory(TaskConfig("poly", 3, 20, degree=3),
+                              ModelConfig("glu-lsa", depth=2, feature_slots=10), device, seed,
+                              progress, steps=800, batch_size=500, learning_rate=0.01)
+
+
 @dataclass(frozen=True)
 class Row:
     experiment: str
     chapter: int
     trained: float
+    trained_error: float  # Monte Carlo standard error (0 when the loss is exact)
     reference: float | None
     reference_name: str | None
     seconds: float
@@ -128,7 +152,9 @@ def run_experiments(names: list[str] | None = None, device="auto", seed: int = 0
             seconds = time.perf_counter() - start
             null = data["null_loss"]
             reference = data.get("reference_loss")
-            row = Row(name, experiment.chapter, data["trained_loss"] / null,
+            exact = data.get("test_loss_method") == "exact"
+            error = 0.0 if exact else data.get("test_loss_std_error", 0.0) / null
+            row = Row(name, experiment.chapter, data["trained_loss"] / null, error,
                       None if reference is None else reference / null,
                       data.get("reference_name"), seconds, describe_device(device))
             data.update({"experiment": name, "chapter": experiment.chapter,
@@ -146,15 +172,18 @@ def run_experiments(names: list[str] | None = None, device="auto", seed: int = 0
 
 def format_table(rows: list[Row]) -> str:
     """A plain-text table; losses are normalised by E[y^2]."""
-    header = (f"{'experiment':<26} {'trained':>9} {'theory':>9} {'ratio':>7} {'seconds':>8}  "
+    header = (f"{'experiment':<26} {'trained':>18} {'theory':>9} {'ratio':>7} {'seconds':>8}  "
               f"device")
     lines = [header, "-" * len(header)]
     for row in rows:
         reference = "-" if row.reference is None else f"{row.reference:.4f}"
         ratio = "-" if row.ratio is None else f"{row.ratio:.4f}"
-        lines.append(f"{row.experiment:<26} {row.trained:>9.4f} {reference:>9} {ratio:>7} "
+        trained = f"{row.trained:.4f} " + (f"+- {row.trained_error:.4f}" if row.trained_error
+                                            else "(exact)")
+        lines.append(f"{row.experiment:<26} {trained:>18} {reference:>9} {ratio:>7} "
                      f"{row.seconds:>8.1f}  {row.device}")
-    lines.append("losses normalised by E[y^2]; 'theory' is each row's reference: "
+    lines.append("losses normalised by E[y^2] (+- Monte Carlo standard error); 'theory' is each "
+                 "row's reference: "
                  + "; ".join(sorted({f"{r.experiment}: {r.reference_name}" for r in rows
                                      if r.reference_name})))
     return "\n".join(lines)
@@ -172,12 +201,14 @@ def table_html(rows: list[Row]) -> str:
         reference = "–" if row.reference is None else f"{row.reference:.4f}"
         ratio = "–" if row.ratio is None else f"{row.ratio:.4f}"
         cells = [f'<th scope="row"><code>{escape(row.experiment)}</code></th>',
-                 f"<td>{row.chapter}</td>", f"<td>{row.trained:.4f}</td>",
+                 f"<td>{row.chapter}</td>",
+                 f"<td>{row.trained:.4f} " + (f"± {row.trained_error:.4f}" if row.trained_error
+                                              else "(exact)") + "</td>",
                  f"<td>{reference}</td>", f"<td>{ratio}</td>",
                  f"<td>{escape(row.reference_name or '–')}</td>",
                  f"<td>{row.seconds:.1f}</td>", f"<td>{escape(row.device)}</td>"]
         body.append("<tr>" + "".join(cells) + "</tr>")
-    caption = ("<caption>Losses normalised by E[y²], the zero predictor's loss; ratio = trained / "
-               "theory value.</caption>")
+    caption = ("<caption>Losses normalised by E[y²], the zero predictor's loss, with their Monte "
+               "Carlo standard error (or exact); ratio = trained / theory value.</caption>")
     return (f'<table class="nlicl-results">{caption}{head}<tbody>{"".join(body)}</tbody>'
             "</table>")
