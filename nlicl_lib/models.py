@@ -218,10 +218,12 @@ class InContextRegressor(nn.Module):
         for index, block in enumerate(self.blocks, start=1):
             if block.glu is not None:
                 z = block.glu(z)
-                stream[f"block{index}.glu"] = z
+                if return_stream:
+                    stream[f"block{index}.glu"] = z
             if index == self.depth and not return_stream:
                 return -block.lsa.query_label(z)
             z = block.lsa(z)
-            stream[f"block{index}"] = z
+            if return_stream:
+                stream[f"block{index}"] = z
         prediction = -z[:, -1, -1]
         return (prediction, stream) if return_stream else prediction
