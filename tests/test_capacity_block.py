@@ -21,13 +21,7 @@ from nlicl_lib.train import TrainConfig
 QUADRATIC = TaskConfig("poly", 3, 20, 2)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny tensors: with other jobs on the two cores, a second intra-op thread only spins."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.mark.parametrize("task", [QUADRATIC, TaskConfig("poly", 3, 10, 2, homogeneous=True,

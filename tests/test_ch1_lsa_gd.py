@@ -108,17 +108,8 @@ def test_general_covariance_optimum_with_noise_matches_monte_carlo():
     assert abs(estimate.mean - optimum.loss) < 4 * estimate.std_error
 
 
-@pytest.fixture
-def one_thread():
-    """Tiny models train faster on one torch thread (and do not stall on a busy machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.mark.slow
-def test_short_training_reaches_the_optimum_and_is_reproducible(one_thread):
+def test_short_training_reaches_the_optimum_and_is_reproducible(one_torch_thread):
     task = TaskConfig("linear", input_dim=5, context_length=20)
     config = TrainConfig(steps=400, batch_size=2000, learning_rate=0.02, seed=3)
     model = build_model(ModelConfig(), task, seed=3)

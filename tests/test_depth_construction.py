@@ -24,14 +24,7 @@ from nlicl_lib.tasks import TaskConfig, sample_prompts
 from nlicl_lib.theory import one_step_gd_optimum
 from nlicl_lib.train import TrainConfig, train
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny tensors: with other jobs on the two cores, a second intra-op thread only spins."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 CASES = [  # (degree, slots m, depth L, what the GLUs read, Gamma on "slots" (3.5) or (x; slots))

@@ -2,19 +2,12 @@
 one block of the same size, which can only write quadratic features."""
 
 import pytest
-import torch
 
 from nlicl_lib.depth import depth_sweep
 from nlicl_lib.tasks import TaskConfig
 from nlicl_lib.train import TrainConfig
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.mark.slow

@@ -7,7 +7,6 @@ import math
 
 import numpy as np
 import pytest
-import torch
 
 from nlicl_lib import theory
 from nlicl_lib.cli import main
@@ -17,14 +16,7 @@ from nlicl_lib.sweeps import Run, train_one_block_runs
 from nlicl_lib.tasks import TaskConfig
 from nlicl_lib.train import TrainConfig
 
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """These models are tiny: one thread is as fast, and much faster on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def run_cli(tmp_path, *args: str) -> dict:
