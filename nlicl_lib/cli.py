@@ -105,7 +105,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(f"theory:      {data['theory_loss']:.5g}  ({data['theory_name']}); ratio "
               f"{data['ratio_to_theory']:.4f}")
     if data["bound_loss"] is not None:
-        print(f"bound:       {data['bound_loss']:.5g}  (best linear predictor, 3.2)")
+        print(f"linear:      {data['bound_loss']:.5g}  (best linear predictor, 3.2: a lower bound "
+              f"for attention-only models of any depth)")
     _write_json(out, data)
     if out is not None:
         print(f"wrote {out}")
@@ -132,7 +133,7 @@ def cmd_theory(args: argparse.Namespace) -> int:
     else:
         print("theory loss:         none (no closed form for this model class)")
     if values.bound_loss is not None:
-        print(f"best linear bound:   {values.bound_loss:.6g}  (normalised "
+        print(f"best linear predictor: {values.bound_loss:.6g}  (a bound for LSA of any depth; normalised "
               f"{values.bound_loss / values.null_loss:.4f})")
     _write_json(out, data)
     return 0

@@ -37,6 +37,8 @@ from typing import Any
 import plotly.graph_objects as go
 import plotly.io as pio
 
+from nlicl_lib.plots import fit_top_legend
+
 BOOK_BUILD_ENV = "NLICL_BOOK_BUILD"
 """Name of the environment variable that switches :func:`show` into book-build mode."""
 
@@ -95,7 +97,8 @@ def prepare_figure(fig: go.Figure) -> go.Figure:
 
     Sets an opaque paper and plot background when the figure has none, turns on ``autosize``
     and drops a fixed ``width`` (the container sets it), and gives a default height so that
-    an autosized figure does not collapse to zero height in a flexible layout.
+    an autosized figure does not collapse to zero height in a flexible layout. A legend above
+    the plot gets a top margin with room for one entry per row (:func:`plots.fit_top_legend`).
     """
     prepared = go.Figure(fig)
     layout = prepared.layout
@@ -107,7 +110,7 @@ def prepare_figure(fig: go.Figure) -> go.Figure:
     layout.width = None
     if layout.height is None:
         layout.height = DEFAULT_HEIGHT_PX
-    return prepared
+    return fit_top_legend(prepared)
 
 
 def new_figure_id(fig: go.Figure) -> str:

@@ -30,20 +30,63 @@ COLORS = {
 PALETTE = ["#1f5fbf", "#d9730d", "#2a9d5c", "#8e44ad", "#b5446e", "#17becf", "#8c564b"]
 
 
+TITLE_PX = 52
+"""Height of the top margin taken by a figure's title (above a top legend)."""
+
+LEGEND_ROW_PX = 21
+"""Height of one legend entry's row in a top legend."""
+
+
+def legend_entries(fig: go.Figure) -> int:
+    """Most legend entries shown at once: per slider panel for a slider figure, else all."""
+    named = [bool(t.name) and t.showlegend is not False for t in fig.data]
+    meta = fig.layout.meta if isinstance(fig.layout.meta, dict) else {}
+    panel_of_trace = (meta.get("nlicl_sliders") or {}).get("panel_of_trace")
+    if not panel_of_trace or len(panel_of_trace) != len(named):
+        return sum(named)
+    counts: dict[int, int] = {}
+    for panel, shown in zip(panel_of_trace, named, strict=True):
+        counts[panel] = counts.get(panel, 0) + shown
+    return max(counts.values(), default=0)
+
+
+def fit_top_legend(fig: go.Figure) -> go.Figure:
+    """Make room above the plot for the title and a top legend with one entry per row.
+
+    A horizontal legend above the plot (the book's style, :func:`new_figure`) wraps to one entry
+    per row on a narrow page; plotly grows the top margin to fit the legend alone, so a long
+    legend would run into the title. This sets the top margin to the title plus one row per
+    entry, and grows the height by as much, so the plot area keeps its size. Modifies ``fig``
+    in place (and returns it); figures without a top legend are left unchanged.
+    """
+    legend = fig.layout.legend
+    if legend.orientation != "h" or legend.yanchor != "bottom" or (legend.y or 0) < 1:
+        return fig
+    wanted = TITLE_PX + LEGEND_ROW_PX * max(1, legend_entries(fig)) + 8
+    current = fig.layout.margin.t if fig.layout.margin.t is not None else 0
+    if wanted > current:
+        fig.layout.margin.t = wanted
+        fig.layout.height = (fig.layout.height or 480) + wanted - current
+    return fig
+
+
 def new_figure(title: str, x_title: str, y_title: str, log_x: bool = False, log_y: bool = False,
-               height: int = 430) -> go.Figure:
+               height: int = 480) -> go.Figure:
     """An empty figure with an opaque white background (readable in dark mode), responsive."""
     fig = go.Figure()
     fig.update_layout(
-        title={"text": title, "x": 0.02, "xanchor": "left"},
+        title={"text": title, "x": 0.02, "xanchor": "left", "y": 0.985, "yanchor": "top"},
         template="plotly_white",
         paper_bgcolor="white",
         plot_bgcolor="white",
         font={"color": "#222222", "size": 13},
         height=height,
         autosize=True,
-        margin={"l": 60, "r": 20, "t": 60, "b": 55},
-        legend={"bgcolor": "rgba(255,255,255,0.9)"},
+        # legend above the plot, not beside it: a long legend on the right squeezes the plot
+        # to a sliver on narrow pages and phones; fit_top_legend sizes the top margin
+        margin={"l": 60, "r": 20, "t": TITLE_PX + 2 * LEGEND_ROW_PX, "b": 55},
+        legend={"bgcolor": "rgba(255,255,255,0.9)", "orientation": "h", "x": 0, "y": 1.02,
+                "yanchor": "bottom", "xanchor": "left"},
         hovermode="closest",
     )
     fig.update_xaxes(title_text=x_title, type="log" if log_x else "linear", showline=True,

@@ -86,7 +86,9 @@ def notebook_of(page: str) -> Path:
 def expected_figures(page: str) -> dict[str, dict]:
     """figure id -> trace counts, from the ``nlicl`` metadata of the notebook's outputs."""
     notebook = notebook_of(page)
-    if not notebook.exists():
+    link = f"_sources/{Path(page).with_suffix('.ipynb').as_posix()}"
+    offered = link in (HTML_DIR / page).read_text(encoding="utf-8")
+    if not (offered and notebook.exists()):  # a stale notebook an earlier build left behind
         return {}
     figures = {}
     for cell in json.loads(notebook.read_text(encoding="utf-8"))["cells"]:

@@ -303,3 +303,20 @@ def test_same_seed_same_model_and_numbers():
     assert np.array_equal(r1.training.loss_history, r2.training.loss_history)
     assert r1.test.mean == r2.test.mean
     assert math.isfinite(r1.test.mean)
+
+
+def test_divergence_is_reported_with_step_and_learning_rate(capsys):
+    """A learning rate far too large for a deep LSA: a clear error, not NaN results."""
+    from nlicl_lib import TrainingDivergedError, train
+
+    task = TaskConfig("poly", 3, 10, degree=2, homogeneous=True)
+    model = build_model(ModelConfig("lsa", depth=4, attention_init_std=0.5), task, seed=0)
+    config = TrainConfig(steps=500, batch_size=64, learning_rate=50.0, grad_clip=None,
+                         schedule="constant")
+    with pytest.raises(TrainingDivergedError) as info:
+        train(model, task, config, "cpu", progress=False)
+    assert info.value.step < 500
+    assert "learning rate 50" in str(info.value) and "smaller learning rate" in str(info.value)
+    assert main(["train", "--task", "poly", "--d", "3", "--n", "10", "--homogeneous",
+                 "--depth", "4", "--lr", "1e6", "--steps", "300", "--batch", "64"]) == 1
+    assert "became" in capsys.readouterr().err

@@ -73,6 +73,25 @@ def test_prepare_figure_keeps_chosen_colours_and_height() -> None:
     assert prepared.layout.height == 300
 
 
+
+def test_top_legend_gets_one_row_per_entry_of_the_largest_panel() -> None:
+    """A top legend must not run into the title: the margin holds every entry of a panel."""
+    from nlicl_lib import plots
+
+    base = plots.new_figure("title", "x", "y")
+    margin, height = base.layout.margin.t, base.layout.height
+    panels = {(k,): [plots.trained_trace([0, 1], [1, k], f"curve {i}") for i in range(k)]
+              for k in (1, 6)}
+    fig = plots.slider_figure(base, panels, ["k"], [[1, 6]])
+    assert plots.legend_entries(fig) == 6
+    prepared = display.prepare_figure(fig)
+    grown = prepared.layout.margin.t - margin
+    assert prepared.layout.margin.t == plots.TITLE_PX + 6 * plots.LEGEND_ROW_PX + 8
+    assert prepared.layout.height == fig.layout.height + grown > height
+    assert fig.layout.margin.t == margin  # the original is left alone
+    side = go.Figure(go.Scatter(x=[0], y=[0], name="a"), layout={"margin": {"t": 30}})
+    assert display.prepare_figure(side).layout.margin.t == 30  # no top legend: unchanged
+
 def test_figure_html_uses_the_pages_plotly_and_no_network() -> None:
     html = display.figure_html(slider_figure(), div_id="figure-under-test")
     assert html.startswith('<div class="nlicl-plotly" data-nlicl-figure="figure-under-test">')
