@@ -43,27 +43,19 @@ from .monomials import (
 )
 from .sweeps import quadratic_form_matrix
 from .tasks import TaskConfig
-from .theory import null_loss, one_step_gd_optimum
+from .theory import OneStepOptimum, null_loss, one_step_gd_optimum
 
 
 @dataclass(frozen=True)
-class BlockOptimum:
-    r"""The best features of one block and their loss.
-
-    ``loss``: $\mathcal L^*$ (unnormalised); ``features``: the slot features $s(x)$ as a
-    :class:`PolyMap` (the block's $\psi$ is $(x; s)$); ``gamma``: $\Gamma^*$ on $\psi$;
-    ``null_loss``: $\mathbb E[y^2]$; ``method``: how it was found.
+class BlockOptimum(OneStepOptimum):
+    r"""The best features of one block and their loss: a :class:`OneStepOptimum` (``gamma``
+    $\Gamma^*$ on $\psi$, ``loss`` $\mathcal L^*$ unnormalised, ``null_loss`` $\mathbb E[y^2]$)
+    plus ``features``, the slot features $s(x)$ as a :class:`PolyMap` (the block's $\psi$ is
+    $(x; s)$), and ``method``, how they were found.
     """
 
-    loss: float
     features: PolyMap
-    gamma: np.ndarray
-    null_loss: float
     method: str
-
-    @property
-    def normalised_loss(self) -> float:
-        return self.loss / self.null_loss
 
 
 def _check_task(task: TaskConfig) -> None:
@@ -75,7 +67,7 @@ def _optimum_for(task: TaskConfig, slot_features: PolyMap, method: str) -> Block
     linear = PolyMap.monomials(task.input_dim, [1])
     psi = linear.concat(slot_features) if slot_features.num_outputs else linear
     opt = one_step_gd_optimum(task.target_features, psi, task.context_length, task.noise_std)
-    return BlockOptimum(opt.loss, slot_features, opt.gamma, opt.null_loss, method)
+    return BlockOptimum(opt.gamma, opt.loss, opt.null_loss, slot_features, method)
 
 
 def _empty_slots(input_dim: int) -> PolyMap:
