@@ -35,7 +35,7 @@ from .models import InContextRegressor
 from .monomials import evaluate_monomials, monomial_exponents
 from .progress import Progress
 from .seeding import STREAM_TEST
-from .sweeps import quadratic_form_matrix
+from .sweeps import clip_per_member, quadratic_form_matrix
 from .tasks import TaskConfig, sample_prompts
 from .theory import null_loss
 from .train import TrainConfig
@@ -222,9 +222,7 @@ class _MemberAdam:
                  * (rate > 0).to(p.dtype).view(1, -1, *([1] * (p.dim() - 2)))
                  for p, rate in zip(self.params, lr, strict=True)]
         if clip is not None:
-            sq = sum(g.pow(2).transpose(0, 1).reshape(g.shape[1], -1).sum(1) for g in grads)
-            scale = torch.clamp(clip / (sq.sqrt() + 1e-6), max=1.0)
-            grads = [g * scale.view(1, -1, *([1] * (g.dim() - 2))) for g in grads]
+            clip_per_member(grads, clip, member_dim=1)
         self.step_count += 1
         beta1, beta2 = self.betas
         bias1 = 1 - beta1**self.step_count

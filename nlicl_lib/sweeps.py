@@ -233,7 +233,8 @@ def train_one_block_runs(runs: Sequence[Run], config: TrainConfig,
             optimizer.zero_grad(set_to_none=True)
             (losses / normalisers).sum().backward()
             if config.grad_clip is not None:
-                _clip_per_run(stacked, config.grad_clip)
+                clip_per_member([p.grad for p in stacked.parameters() if p.grad is not None],
+                                config.grad_clip)
             values = losses.detach().cpu().numpy()
             if not np.all(np.isfinite(values)):
                 bad = int(np.flatnonzero(~np.isfinite(values))[0])
@@ -252,13 +253,16 @@ def train_one_block_runs(runs: Sequence[Run], config: TrainConfig,
     return SweepResult(runs, models, training, seconds, str(device))
 
 
-def _clip_per_run(stacked: _StackedBlocks, max_norm: float) -> None:
-    """``torch.nn.utils.clip_grad_norm_`` applied to each run's own gradients."""
-    params = [p for p in stacked.parameters() if p.grad is not None]
-    squares = sum(p.grad.pow(2).reshape(p.shape[0], -1).sum(dim=1) for p in params)
+def clip_per_member(grads: Sequence[torch.Tensor], max_norm: float, member_dim: int = 0) -> None:
+    """``torch.nn.utils.clip_grad_norm_`` applied, in place, to each member's own gradients:
+    the tensors of ``grads`` hold one slice per stacked model along ``member_dim``."""
+    squares = sum(g.pow(2).movedim(member_dim, 0).reshape(g.shape[member_dim], -1).sum(dim=1)
+                  for g in grads)
     scale = torch.clamp(max_norm / (squares.sqrt() + 1e-6), max=1.0)
-    for p in params:
-        p.grad.mul_(scale.reshape(-1, *([1] * (p.dim() - 1))))
+    for g in grads:
+        shape = [1] * g.dim()
+        shape[member_dim] = -1
+        g.mul_(scale.reshape(shape))
 
 
 def context_length_grid(smallest: int = 10, largest: int = 160) -> list[int]:
