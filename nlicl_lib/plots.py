@@ -36,6 +36,9 @@ TITLE_PX = 52
 LEGEND_ROW_PX = 21
 """Height of one legend entry's row in a top legend."""
 
+FIGURE_HEIGHT_PX = 480
+"""Default height of :func:`new_figure`, before room for a long legend or sliders is added."""
+
 
 def legend_entries(fig: go.Figure) -> int:
     """Most legend entries shown at once: per slider panel for a slider figure, else all."""
@@ -66,12 +69,12 @@ def fit_top_legend(fig: go.Figure) -> go.Figure:
     current = fig.layout.margin.t if fig.layout.margin.t is not None else 0
     if wanted > current:
         fig.layout.margin.t = wanted
-        fig.layout.height = (fig.layout.height or 480) + wanted - current
+        fig.layout.height = (fig.layout.height or FIGURE_HEIGHT_PX) + wanted - current
     return fig
 
 
 def new_figure(title: str, x_title: str, y_title: str, log_x: bool = False, log_y: bool = False,
-               height: int = 480) -> go.Figure:
+               height: int = FIGURE_HEIGHT_PX) -> go.Figure:
     """An empty figure with an opaque white background (readable in dark mode), responsive."""
     fig = go.Figure()
     fig.update_layout(
