@@ -185,7 +185,7 @@ def slider_figure(
     extra = 110 * len(sliders)
     fig.update_layout(
         sliders=sliders,
-        height=(base.layout.height or 430) + extra,
+        height=(base.layout.height or FIGURE_HEIGHT_PX) + extra,
         margin={"b": 55 + extra},
         meta={"nlicl_sliders": {
             "names": list(slider_names),
