@@ -16,6 +16,9 @@ read (and so executed) again; pages that do not import the library keep their ca
 else triggers a re-execution, apart from jupyter-cache's own rule (a page's code changed, or
 it has no cached execution).
 
+It first runs ``tools/check_refs.py``: a page or library string that cites the team's private
+notes instead of the book's numbered results stops the build.
+
 Then it runs ``jupyter-book build . -W -n --keep-going`` with ``NLICL_BOOK_BUILD=1`` (see
 ``nlicl_lib.display``): every Sphinx warning, broken cross-reference and failing cell fails
 the build, with the cell's traceback printed.
@@ -31,6 +34,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import check_refs  # noqa: E402 (tools/ is not a package)
 
 ROOT = Path(__file__).resolve().parents[1]
 DIGEST_NAME = "nlicl-inputs.sha256"
@@ -112,6 +118,8 @@ def build() -> int:
 
 def main() -> int:
     start = time.monotonic()
+    if check_refs.main() != 0:  # the pages cite the book's own numbered results only
+        return 1
     removed = refresh_cache(ROOT)
     if removed is None:
         print("nlicl: nlicl_lib and requirements.txt unchanged; cached executions are valid.")
