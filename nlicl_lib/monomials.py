@@ -2,8 +2,8 @@ r"""Monomials, polynomial feature maps and their exact Gaussian moments.
 
 A polynomial feature map is stored as a coefficient matrix over a monomial basis,
 $f(x) = C\, m(x)$ with $m(x) = (x^{\alpha})_\alpha$ and $x^\alpha = \prod_j x_j^{\alpha_j}$
-(theory.md section 1). For $x \sim \mathcal N(0, I_d)$ every moment is exact
-(theory.md 3.3):
+(the tasks' monomials, Definition 1 (def-prompts)). For $x \sim \mathcal N(0, I_d)$ every moment
+is exact, Lemma 3 (lem-gaussian-moments):
 
 $$\mathbb E[x^\alpha] = \prod_j (\alpha_j - 1)!! \text{ if every } \alpha_j \text{ is even, else } 0,$$
 

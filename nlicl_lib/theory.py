@@ -1,24 +1,41 @@
-r"""Closed forms of theory.md 3.1 to 3.4, exact (no sampling).
+r"""Closed forms of the book's one-step results, exact (no sampling).
 
 One preconditioned GD step from $\theta = 0$ on features $\psi$ predicts
-$\hat y = \psi(x_{n+1})^\top \Gamma\, g$ with $g = \frac1n \sum_{i \le n} y_i \psi(x_i)$. For a target
+$\hat y = \psi(x_{n+1})^\top \Gamma\, g$ with $g = \frac1n \sum_{i \le n} y_i \psi(x_i)$
+(Proposition 8 (prop-glu-kernel): what one GLU-LSA block in GD form computes). For a target
 $y = \beta^\top \phi(x)$ with $\beta \sim \mathcal N(0, I)$, context noise $\sigma^2$ and a clean
-query, write $S_{\psi\phi} = \mathbb E[\psi\phi^\top]$ (and likewise $S_{\psi\psi}, S_{\phi\phi}$) and
+query, Theorem 9 (thm-feature-optimum) writes $S = \mathbb E[\phi\phi^\top]$,
+$T = \mathbb E[\psi\psi^\top]$, $C = \mathbb E[\psi\phi^\top]$ and
 
-$$B = \tfrac{n-1}{n} S_{\psi\phi} S_{\phi\psi} + \tfrac1n \mathbb E\big[\|\phi\|^2 \psi\psi^\top\big]
-      + \tfrac{\sigma^2}{n} S_{\psi\psi} \;=\; \mathbb E[g g^\top].$$
+$$B = \tfrac{n-1}{n} C C^\top + \tfrac1n \mathbb E\big[\|\phi\|^2 \psi\psi^\top\big]
+      + \tfrac{\sigma^2}{n} T \;=\; \mathbb E[g g^\top].$$
 
-Then the loss of any $\Gamma$ is
-$\mathcal L(\Gamma) = \operatorname{tr}(\Gamma^\top S_{\psi\psi} \Gamma B)
- - 2 \operatorname{tr}(\Gamma^\top S_{\psi\phi} S_{\phi\psi}) + \operatorname{tr} S_{\phi\phi}$,
-minimised by $\Gamma^* = S_{\psi\psi}^{-1} S_{\psi\phi} S_{\phi\psi} B^{-1}$. With $\psi = \phi$ this is
-theory.md 3.3: $S = \mathbb E[\phi\phi^\top]$, $B = \frac{n-1}{n}S^2 + \frac1n \mathbb E[\|\phi\|^2
-\phi\phi^\top]$, $\Gamma^* = S B^{-1}$, $\mathcal L^* = \operatorname{tr} S - \operatorname{tr}(S^3 B^{-1})$;
-with $\phi = \psi = x$ it is theory.md 3.1.
+The loss of any $\Gamma$ is
+$\mathcal L(\Gamma) = \operatorname{tr}(\Gamma^\top T \Gamma B)
+ - 2 \operatorname{tr}(\Gamma^\top C C^\top) + \operatorname{tr} S$, minimised by
+$\Gamma^* = T^{-1} C C^\top B^{-1}$ with
+$\mathcal L^* = \operatorname{tr} S - \operatorname{tr}(T^{-1} C C^\top B^{-1} C C^\top)$.
+This holds for *any* features $\psi$, also ones that reach outside the target's span, which can
+lower $\mathcal L^*$ strictly.
+
+Only when $\operatorname{span}\psi = \operatorname{span}\phi$ (take $\psi = \phi$: $T = C = S$) does it
+reduce to Corollary 10 (cor-same-span): $B = \frac{n-1}{n}S^2 + \frac1n F + \frac{\sigma^2}{n} S$ with
+$F = \mathbb E[\|\phi\|^2 \phi\phi^\top]$, $\Gamma^* = S B^{-1}$ and
+$\mathcal L^* = \operatorname{tr} S - \operatorname{tr}(S^3 B^{-1})$. With $\phi = \psi = x$ it is
+Theorem 5 (thm-linear-optimum). Without noise, Proposition 11 (prop-one-over-n) bounds the
+optimum by $\min(c/n, \mathbb E[y^2])$ with $c = \operatorname{tr}(S^{-1}F) - \operatorname{tr} S$
+(:func:`one_step_gd_asymptote`), and $n\mathcal L^*(n) \to c$. The moments that do not depend on
+$n$ are computed once (:func:`feature_moments`), so :func:`one_step_gd_optimum_curve` gives
+$\mathcal L^*(n)$ for many $n$ at the cost of one small matrix inverse each.
+
+$\hat y = \frac1n\sum_i y_i\, k_\Gamma(x_{n+1}, x_i)$ with $k_\Gamma(x, x') = \psi(x)^\top\Gamma\psi(x')$, and
+$k_\Gamma$ is a kernel only when $\Gamma$ is symmetric positive semidefinite
+(:func:`kernel_check` measures how far a $\Gamma$ is from that).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,12 +47,13 @@ from .tasks import TaskConfig
 
 @dataclass(frozen=True)
 class GDMoments:
-    r"""The exact moments that fix the loss of one GD step on features $\psi$ for target $\phi$."""
+    r"""The exact moments that fix the loss of one GD step on features $\psi$ for target $\phi$,
+    at one context length $n$ (Theorem 9 (thm-feature-optimum))."""
 
-    s_pp: np.ndarray  # E[psi psi^T]
-    s_pf: np.ndarray  # E[psi phi^T]
-    s_ff_trace: float  # tr E[phi phi^T] = E[y^2] for beta ~ N(0, I)
-    b: np.ndarray  # E[g g^T]
+    s_pp: np.ndarray  # T = E[psi psi^T]
+    s_pf: np.ndarray  # C = E[psi phi^T]
+    s_ff_trace: float  # tr S = tr E[phi phi^T] = E[y^2] for beta ~ N(0, I)
+    b: np.ndarray  # B = E[g g^T]
 
 
 @dataclass(frozen=True)
@@ -51,24 +69,51 @@ class OneStepOptimum:
         return self.loss / self.null_loss
 
 
-def gd_moments(target: PolyMap, features: PolyMap, context_length: int, noise_std: float = 0.0
-               ) -> GDMoments:
-    """Exact moments for $x \\sim \\mathcal N(0, I_d)$; see the module doc for $B$."""
-    n = check_int("n", context_length, minimum=1)
-    sigma = check_float("noise", noise_std, minimum=0.0)
+@dataclass(frozen=True)
+class FeatureMoments:
+    r"""The moments of Theorem 9 (thm-feature-optimum) that do not depend on $n$:
+    $T = \mathbb E[\psi\psi^\top]$, $C = \mathbb E[\psi\phi^\top]$, $\operatorname{tr} S$ and
+    $\mathbb E[\|\phi\|^2\psi\psi^\top]$. :meth:`at` forms $B$ for one $n$."""
+
+    s_pp: np.ndarray  # T, shape (p_psi, p_psi)
+    s_pf: np.ndarray  # C, shape (p_psi, p_phi)
+    s_ff_trace: float  # tr S
+    fourth: np.ndarray  # E[|phi|^2 psi psi^T], shape (p_psi, p_psi)
+
+    def at(self, context_length: int, noise_std: float = 0.0) -> GDMoments:
+        r"""$B = \frac{n-1}{n} C C^\top + \frac1n \mathbb E[\|\phi\|^2\psi\psi^\top]
+        + \frac{\sigma^2}{n} T$ for $n$ = ``context_length``, $\sigma$ = ``noise_std``."""
+        n = check_int("n", context_length, minimum=1)
+        sigma = check_float("noise", noise_std, minimum=0.0)
+        b = (n - 1) / n * self.s_pf @ self.s_pf.T + self.fourth / n + sigma**2 / n * self.s_pp
+        return GDMoments(self.s_pp, self.s_pf, self.s_ff_trace, b)
+
+
+def feature_moments(target: PolyMap, features: PolyMap) -> FeatureMoments:
+    r"""The $n$-independent moments for $x \sim \mathcal N(0, I_d)$, target $\phi$ = ``target``,
+    features $\psi$ = ``features``; exact by Lemma 3 (lem-gaussian-moments)."""
     if target.input_dim != features.input_dim:
         raise ConfigError("features", features.input_dim, f"maps of d={target.input_dim} inputs")
-    s_pp = second_moment(features)
-    s_pf = second_moment(features, target)
-    s_ff_trace = float(np.trace(second_moment(target)))
-    fourth = weighted_second_moment(squared_norm(target), features)
-    b = (n - 1) / n * s_pf @ s_pf.T + fourth / n + sigma**2 / n * s_pp
-    return GDMoments(s_pp, s_pf, s_ff_trace, b)
+    return FeatureMoments(
+        s_pp=second_moment(features),
+        s_pf=second_moment(features, target),
+        s_ff_trace=float(np.trace(second_moment(target))),
+        fourth=weighted_second_moment(squared_norm(target), features),
+    )
+
+
+def gd_moments(target: PolyMap, features: PolyMap, context_length: int, noise_std: float = 0.0
+               ) -> GDMoments:
+    """Exact moments for $x \\sim \\mathcal N(0, I_d)$ at one $n$; see the module doc for $B$."""
+    check_int("n", context_length, minimum=1)
+    check_float("noise", noise_std, minimum=0.0)
+    return feature_moments(target, features).at(context_length, noise_std)
 
 
 def gd_loss_from_moments(gamma: np.ndarray, moments: GDMoments) -> float:
-    r"""$\mathcal L(\Gamma) = \operatorname{tr}(\Gamma^\top S_{\psi\psi}\Gamma B) - 2\operatorname{tr}
-    (\Gamma^\top S_{\psi\phi}S_{\phi\psi}) + \operatorname{tr}S_{\phi\phi}$."""
+    r"""Theorem 9 (thm-feature-optimum): the loss of any $\Gamma$,
+    $\mathcal L(\Gamma) = \operatorname{tr}(\Gamma^\top T \Gamma B) - 2\operatorname{tr}(\Gamma^\top C C^\top)
+    + \operatorname{tr} S$."""
     gamma = np.asarray(gamma, dtype=np.float64)
     cross = moments.s_pf @ moments.s_pf.T
     return float(
@@ -79,8 +124,11 @@ def gd_loss_from_moments(gamma: np.ndarray, moments: GDMoments) -> float:
 
 
 def gd_optimum_from_moments(moments: GDMoments) -> OneStepOptimum:
-    r"""$\Gamma^* = S_{\psi\psi}^{-1} S_{\psi\phi} S_{\phi\psi} B^{-1}$ (pseudo-inverses where
-    the features are linearly dependent) and its loss."""
+    r"""Theorem 9 (thm-feature-optimum): $\Gamma^* = T^{-1} C C^\top B^{-1}$ (pseudo-inverses
+    where the features are linearly dependent) and its loss
+    $\mathcal L^* = \operatorname{tr} S - \operatorname{tr}(T^{-1} C C^\top B^{-1} C C^\top)$. With
+    $\psi = \phi$ this is $\Gamma^* = S B^{-1}$ (Corollary 10 (cor-same-span)); with features
+    outside the target's span it is not, and the loss can be strictly lower."""
     cross = moments.s_pf @ moments.s_pf.T
     gamma = np.linalg.pinv(moments.s_pp, hermitian=True) @ cross @ np.linalg.pinv(
         moments.b, hermitian=True
@@ -96,8 +144,48 @@ def one_step_gd_loss(gamma: np.ndarray, target: PolyMap, features: PolyMap, cont
 
 def one_step_gd_optimum(target: PolyMap, features: PolyMap, context_length: int,
                         noise_std: float = 0.0) -> OneStepOptimum:
-    r"""The best one-step GD predictor on ``features`` $\psi$ for targets $\beta^\top\phi$."""
+    r"""The best one-step GD predictor on ``features`` $\psi$ for targets $\beta^\top\phi$
+    (Theorem 9 (thm-feature-optimum), any features)."""
     return gd_optimum_from_moments(gd_moments(target, features, context_length, noise_std))
+
+
+def one_step_gd_optimum_curve(target: PolyMap, features: PolyMap, context_lengths: Iterable[int],
+                              noise_std: float = 0.0) -> np.ndarray:
+    r"""$\mathcal L^*(n)$ of Theorem 9 (thm-feature-optimum) for every $n$ in ``context_lengths``,
+    exact: the $n$-independent moments are computed once (:func:`feature_moments`), and only
+    $B$ and $\Gamma^*$ per $n$. Returns float64 losses (not normalised), one per $n$."""
+    moments = feature_moments(target, features)
+    return np.array([gd_optimum_from_moments(moments.at(n, noise_std)).loss
+                     for n in context_lengths], dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class KernelCheck:
+    r"""How far $\Gamma$ is from defining a kernel $k_\Gamma(x, x') = \psi(x)^\top\Gamma\psi(x')$
+    (Proposition 8 (prop-glu-kernel): for linearly independent features, a kernel exactly when
+    $\Gamma$ is symmetric positive semidefinite). ``asymmetry``:
+    $\|\Gamma - \Gamma^\top\|_F / \|\Gamma\|_F$ (0 for symmetric, up to 2); ``min_eigenvalue`` and
+    ``max_eigenvalue``: the extreme eigenvalues of the symmetric part $(\Gamma + \Gamma^\top)/2$."""
+
+    asymmetry: float
+    min_eigenvalue: float
+    max_eigenvalue: float
+
+    def is_kernel(self, tolerance: float = 1e-10) -> bool:
+        """Symmetric and positive semidefinite up to ``tolerance`` (relative)."""
+        scale = max(abs(self.min_eigenvalue), abs(self.max_eigenvalue), np.finfo(float).tiny)
+        return self.asymmetry <= tolerance and self.min_eigenvalue >= -tolerance * scale
+
+
+def kernel_check(gamma: np.ndarray) -> KernelCheck:
+    r""":class:`KernelCheck` of a square matrix $\Gamma$."""
+    gamma = np.asarray(gamma, dtype=np.float64)
+    if gamma.ndim != 2 or gamma.shape[0] != gamma.shape[1]:
+        raise ConfigError("gamma", gamma.shape, "a square matrix")
+    norm = np.linalg.norm(gamma)
+    asymmetry = float(np.linalg.norm(gamma - gamma.T) / norm) if norm > 0 else 0.0
+    eigenvalues = np.linalg.eigvalsh((gamma + gamma.T) / 2)
+    return KernelCheck(asymmetry, float(eigenvalues[0]), float(eigenvalues[-1]))
 
 
 def kernel_features(input_dim: int, max_degree: int) -> PolyMap:
@@ -108,9 +196,16 @@ def kernel_features(input_dim: int, max_degree: int) -> PolyMap:
 
 def one_step_kernel_gd_optimum(task: TaskConfig, features: PolyMap | None = None
                                ) -> OneStepOptimum:
-    r"""theory.md 3.3: the optimal one-step kernel-GD loss for a polynomial (or linear) task.
+    r"""The best one-step GD on features for a polynomial (or linear) task:
+    Theorem 9 (thm-feature-optimum).
 
-    ``features`` defaults to every monomial of degree $1..k$ (so they span the target).
+    ``features`` defaults to every monomial of degree $1..k$. For a task with every degree
+    $1..k$ these are exactly the target's monomials, so Corollary 10 (cor-same-span) applies:
+    $\Gamma^* = S B^{-1}$. For a homogeneous task they reach outside the target's span, and the
+    optimum, the general formula of Theorem 9 (thm-feature-optimum), can be strictly lower than
+    on the target's own monomials (the homogeneous cubic gains from $x$ and $\phi_2$; the
+    homogeneous quadratic gains nothing from $x$, which is uncorrelated with every even
+    monomial).
     """
     if task.covariance is not None:
         raise ConfigError("covariance", "given", "isotropic inputs for kernel theory")
@@ -120,7 +215,8 @@ def one_step_kernel_gd_optimum(task: TaskConfig, features: PolyMap | None = None
 
 
 def linear_gd_optimum(task: TaskConfig) -> OneStepOptimum:
-    r"""theory.md 3.1, any covariance: one GD step on $x$ itself (what one LSA layer does).
+    r"""Theorem 5 (thm-linear-optimum), any covariance: one GD step on $x$ itself (what one
+    LSA layer does, Proposition 4 (prop-lsa-gd)).
 
     For a linear task $\Gamma^* = \big(\frac{n+1}{n}\Sigma + \frac{\operatorname{tr}\Sigma +
     \sigma^2}{n} I\big)^{-1}$. For a polynomial task the same formula with $\psi = x$ gives the
@@ -156,7 +252,7 @@ def null_loss(task: TaskConfig) -> float:
 
 
 def best_linear_loss(task: TaskConfig) -> float:
-    r"""theory.md 3.2: $\mathbb E_f[\min_v \mathbb E_x (v^\top x - f(x))^2]
+    r"""Corollary 7 (cor-linear-bound): $\mathbb E_f[\min_v \mathbb E_x (v^\top x - f(x))^2]
     = \operatorname{tr} S_{\phi\phi} - \operatorname{tr}(S_{\phi x} S_{xx}^{-1} S_{x\phi})$,
     a lower bound on the loss of every LSA of any depth (0 for a linear task)."""
     if task.kind == "linear":
@@ -174,15 +270,20 @@ def required_slots(input_dim: int, max_degree: int) -> int:
 
 
 def one_step_gd_asymptote(task: TaskConfig) -> float:
-    r"""The constant $c$ in $\mathcal L^*(n) = c/n + O(1/n^2)$ for one GD step on the task's own
-    monomials $\phi$ (features that span the target, no noise):
-    $B = S^2 + \frac1n(F - S^2)$ with $F = \mathbb E[\|\phi\|^2\phi\phi^\top]$, so expanding
-    $\operatorname{tr}(S^3 B^{-1})$ in $1/n$ gives $c = \operatorname{tr}(S^{-1}F) - \operatorname{tr} S$."""
+    r"""The constant $c$ of Proposition 11 (prop-one-over-n) for one GD step on the task's own
+    monomials $\phi$ (Corollary 10 (cor-same-span), no noise):
+    $c = \operatorname{tr}(S^{-1}F) - \operatorname{tr} S$ with $F = \mathbb E[\|\phi\|^2\phi\phi^\top]$.
+
+    $\Gamma = S^{-1}$ has loss exactly $c/n$ and $\Gamma = 0$ has $\mathbb E[y^2]$, so
+    $\mathcal L^*(n) \le \min(c/n, \mathbb E[y^2])$ for every $n$; expanding
+    $B = S^2 + \frac1n(F - S^2)$ gives $n\,\mathcal L^*(n) \to c$. The two bounds cross at
+    $n = c / \mathbb E[y^2]$: below it, and for a while above it, $\mathcal L^*$ falls more slowly
+    than $1/n$ (chapter 3 plots $n\,\mathcal L^*(n)/c$)."""
     if task.covariance is not None or task.noise_std:
         raise ConfigError("task", task.describe(), "isotropic inputs and no label noise")
     if task.kind == "linear":
         d = task.input_dim
-        return float(d * (d + 1))  # 3.1: d(d+1)/(n+d+1)
+        return float(d * (d + 1))  # Theorem 5 (thm-linear-optimum): d(d+1)/(n+d+1)
     phi = task.target_features
     s = second_moment(phi)
     fourth = weighted_second_moment(squared_norm(phi), phi)
