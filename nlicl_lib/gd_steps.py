@@ -3,8 +3,9 @@ r"""$L$ steps of preconditioned GD with tuned step sizes, and what a trained LSA
 Chapter 1 compares an $L$-layer LSA with $L$ steps of gradient descent on the in-context
 least-squares loss $\frac1{2n}\sum_{i\le n}(w^\top x_i - y_i)^2$, from $w_0 = 0$, with one scalar
 step size $\gamma_\ell$ per step (preconditioner $\Gamma_\ell = \gamma_\ell I$, what
-:func:`~nlicl_lib.constructions.gd_lsa` loads into layer $\ell$). This module finds the best
-step sizes and reads the preconditioner off trained weights.
+:func:`~nlicl_lib.constructions.gd_lsa` loads into layer $\ell$; $L$ such layers are $L$ GD steps
+by Proposition 4 (prop-lsa-gd)). This module finds the best step sizes and reads the
+preconditioner off trained weights.
 
 **The recursion.** Write $\hat S = \frac1n \sum_{i\le n} x_i x_i^\top$ (the context's empirical
 covariance, $d \times d$), $y_i = w^\top x_i + \epsilon_i$ and $h = \frac1n\sum_i \epsilon_i x_i$.
@@ -34,9 +35,9 @@ minimised by one $L \times L$ linear solve. The step sizes are the reciprocals o
 $p$ (their order does not matter: the factors commute). The moments are averages over a fixed
 sample of $\hat S$ in float64 (``num_prompts`` contexts drawn once), so the tuned step sizes are
 the exact optimum for that sample and the Monte Carlo error of its loss is reported with it.
-For $L = 1$ this reproduces theory.md 3.1, $\gamma^* = n/(n+d+1+\sigma^2)$. If the optimal
-polynomial ever had complex roots (no real step sizes reach it) the step sizes are refined by
-a direct minimisation over real $\gamma$ instead.
+For $L = 1$ this reproduces Theorem 5 (thm-linear-optimum), $\gamma^* = n/(n+d+1+\sigma^2)$. If
+the optimal polynomial ever had complex roots (no real step sizes reach it) the step sizes are
+refined by a direct minimisation over real $\gamma$ instead.
 """
 
 from __future__ import annotations

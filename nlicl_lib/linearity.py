@@ -1,4 +1,4 @@
-r"""Attention alone is linear in the query, at any depth (theory.md 3.2).
+r"""Attention alone is linear in the query, at any depth: Theorem 6 (thm-query-linear).
 
 The mask $M = \mathrm{diag}(I_n, 0)$ keeps the query out of the keys and values, so in every
 layer the statistic $S_\ell = \sum_{i \le n} z_i^{(\ell)} z_i^{(\ell)\top}$ is built from the
@@ -11,9 +11,18 @@ $$z_{n+1}^{(\ell)} = \Big(I + \tfrac1n P_\ell S_\ell Q_\ell\Big)\, z_{n+1}^{(\el
 By induction $z_{n+1}^{(L)} = T(\text{context})\, z_{n+1}^{(0)}$, so the prediction
 $\hat y = -[z_{n+1}^{(L)}]_D = v(\text{context})^\top x_{n+1}$ is linear in the query for any
 depth $L$ and any $P_\ell, Q_\ell$. Since $x_{n+1}$ is independent of the context, no LSA can do
-better than the best linear predictor of each target,
+better than the best linear predictor of each target, Corollary 7 (cor-linear-bound):
 $\mathcal L_{\mathrm{LSA}} \ge \mathbb E_f\big[\min_v \mathbb E_x (v^\top x - f(x))^2\big]$
 (:func:`~nlicl_lib.theory.best_linear_loss`).
+
+**The assumption behind the bound.** The argument needs the query token to be $(x_{n+1}; 0)$,
+with no constant entry. Were a constant $1$ appended to every token, the same induction would
+give an *affine* prediction $v(\text{context})^\top x_{n+1} + b(\text{context})$, and the bound
+would drop to the best affine predictor's loss,
+$\mathbb E_f\big[\min_{v, b} \mathbb E_x (v^\top x + b - f(x))^2\big]$ (:func:`best_affine_loss`).
+For a target with $\mathbb E_x f(x) \ne 0$, such as the pure quadratic task
+($\mathbb E[x_j^2] = 1$), that is strictly lower: $d = 3$ gives $0.75\,\mathbb E[y^2]$ instead of
+$\mathbb E[y^2]$. The book's tokens have no constant entry.
 
 This module probes a model with queries of our choosing while its context stays fixed:
 :func:`predict_at_queries`, :func:`query_weights` (the $v$ above), :func:`linearity_gap` (the
@@ -32,6 +41,7 @@ from .errors import ConfigError
 from .models import InContextRegressor
 from .monomials import PolyMap, second_moment
 from .tasks import Prompts, TaskConfig
+from .theory import null_loss
 
 
 def predict_at_queries(model: InContextRegressor, prompts: Prompts, queries: torch.Tensor
@@ -109,6 +119,49 @@ def best_linear_weights(task: TaskConfig, coefficients: np.ndarray | torch.Tenso
     return beta @ second_moment(linear, task.target_features).T  # S_xx = I
 
 
+def best_predictor_loss(task: TaskConfig, features: PolyMap) -> float:
+    r"""$\mathbb E_f\big[\min_\theta \mathbb E_x (\theta^\top \psi(x) - f(x))^2\big]$: the loss of
+    the best predictor in the span of ``features`` $\psi$, target by target, exactly.
+
+    For $f = \beta^\top\phi$, $\beta \sim \mathcal N(0, I)$ and $x \sim \mathcal N(0, I_d)$ the
+    inner minimum is $\beta^\top(S - C^\top T^{+} C)\beta$ with $S = \mathbb E[\phi\phi^\top]$,
+    $T = \mathbb E[\psi\psi^\top]$ and $C = \mathbb E[\psi\phi^\top]$ (least squares of $f$ on
+    $\psi$), so the mean over $\beta$ is $\operatorname{tr} S - \operatorname{tr}(C^\top T^{+} C)$.
+    Every moment is exact (Lemma 3 (lem-gaussian-moments)). A linear task $y = w^\top x$ is
+    $\phi = x$."""
+    if task.covariance is not None:
+        raise ConfigError("covariance", "given", "isotropic inputs")
+    if features.input_dim != task.input_dim:
+        raise ConfigError("features", features.input_dim, f"a map of d={task.input_dim} inputs")
+    target = (PolyMap.monomials(task.input_dim, [1]) if task.kind == "linear"
+              else task.target_features)
+    cross = second_moment(features, target)  # C, shape (p_psi, p_phi)
+    explained = np.trace(cross.T @ np.linalg.pinv(second_moment(features), hermitian=True) @ cross)
+    return float(np.trace(second_moment(target)) - explained)
+
+
+def best_affine_loss(task: TaskConfig) -> float:
+    r"""$\mathbb E_f\big[\min_{v, b} \mathbb E_x (v^\top x + b - f(x))^2\big]$, exactly: what
+    Corollary 7 (cor-linear-bound) would bound every LSA by if tokens carried a constant entry
+    (then the prediction is affine in the query, not linear).
+
+    :func:`best_predictor_loss` with $\psi = (1; x)$. For $x \sim \mathcal N(0, I_d)$ the constant
+    and $x$ are orthonormal, so this is the best linear loss minus
+    $\mathbb E_\beta\big[(\mathbb E_x f(x))^2\big] = \|\mathbb E[\phi]\|^2$: equal to it for odd
+    and linear targets, lower as soon as the target has a mean. The pure quadratic task in $d$
+    dimensions has $\mathbb E[y^2] = 3d + d(d-1)/2$, of which the means of the $d$ squares carry
+    $d$: for $d = 3$ the bound drops from $12/12 = 1$ to $9/12 = 0.75$ of $\mathbb E[y^2]$."""
+    return best_predictor_loss(task, PolyMap.monomials(task.input_dim, [0, 1]))
+
+
+def normalised_bounds(task: TaskConfig) -> dict[str, float]:
+    r"""The best linear and the best affine predictor's loss over $\mathbb E[y^2]$: the bound of
+    Corollary 7 (cor-linear-bound) for tokens without and with a constant entry."""
+    null = null_loss(task)
+    linear = best_predictor_loss(task, PolyMap.monomials(task.input_dim, [1]))
+    return {"linear": linear / null, "affine": best_affine_loss(task) / null}
+
+
 @dataclass
 class LineProbe:
     r"""Values along $x(t) = x_0 + t\,u$ for one prompt: ``offsets`` $t$, the model's
@@ -148,5 +201,6 @@ def line_probe(model: InContextRegressor, task: TaskConfig, prompts: Prompts, or
                      targets.double().cpu().numpy(), best)
 
 
-__all__ = ["LineProbe", "best_linear_weights", "line_probe", "linearity_gap",
-           "predict_at_queries", "query_weights", "target_values"]
+__all__ = ["LineProbe", "best_affine_loss", "best_linear_weights", "best_predictor_loss",
+           "line_probe", "linearity_gap", "normalised_bounds", "predict_at_queries",
+           "query_weights", "target_values"]

@@ -1,7 +1,8 @@
-"""Chapter 1: linear self-attention is preconditioned gradient descent (theory.md 3.1).
+"""Chapter 1: linear self-attention is preconditioned gradient descent.
 
-Exact float64 identities (construction = GD, depth = steps, linearity in the query), closed
-forms against Monte Carlo, and a short seeded training run against the 3.1 optimum.
+Exact float64 identities (construction = GD and depth = steps, Proposition 4 (prop-lsa-gd);
+linearity in the query, Theorem 6 (thm-query-linear)), the closed forms of Theorem 5
+(thm-linear-optimum) against Monte Carlo, and a short seeded training run against that optimum.
 """
 
 from __future__ import annotations
@@ -63,7 +64,8 @@ def test_l_layers_are_l_steps_and_labels_become_residuals():
 
 @pytest.mark.parametrize("depth", [1, 2, 3])
 def test_lsa_prediction_is_linear_in_the_query(depth):
-    """theory.md 3.2: at a fixed context, any full LSA stack is linear in the query."""
+    """Theorem 6 (thm-query-linear): at a fixed context, any full LSA stack is linear in the
+    query."""
     d, n = 3, 10
     task = TaskConfig("poly", input_dim=d, context_length=n, degree=2)
     model = build_model(ModelConfig(depth=depth, attention_init_std=0.4), task, seed=5,
@@ -117,7 +119,8 @@ def test_short_training_reaches_the_optimum_and_is_reproducible(one_torch_thread
     estimate = estimate_loss(model, task, seed=3, relative_error=0.005)
     optimum = linear_gd_optimum(task).loss
     assert estimate.mean / optimum < 1.03
-    assert estimate.mean / optimum > 1 - 4 * estimate.relative_error  # cannot beat 3.1
+    # cannot beat Theorem 5 (thm-linear-optimum)
+    assert estimate.mean / optimum > 1 - 4 * estimate.relative_error
 
     # same seed, same numbers: a second short run repeats the loss history exactly
     short = TrainConfig(steps=30, batch_size=2000, learning_rate=0.02, seed=3)
