@@ -5,8 +5,9 @@
    d = 3), as in chapter 3's sweep, against training the same twenty blocks one after the other
    with ``train.train``, the same number of steps and prompts per step. Both on one torch
    thread; the ratio is of wall times measured back to back.
-2. The exact theory of theory.md 3.2-3.3 for every d <= 5, degree <= 3 (target: well under a
-   second each).
+2. The exact theory, the linear bound of Corollary 7 (cor-linear-bound) and the one-step optima of
+   Theorem 9 (thm-feature-optimum), for every d <= 5, degree <= 3 (target: well under a second
+   each).
 
 Prints the ratio and PASS/FAIL lines (targets: joint >= 3x faster; theory < 0.5 s each).
 """

@@ -1,6 +1,7 @@
 """Benchmark 2: seconds of training until a 1-layer LSA is within 2% of the optimal loss.
 
-Task: linear regression, d=5, n=20, no noise; optimum: theory.md 3.1, d(d+1)/(n+d+1) = 30/26.
+Task: linear regression, d=5, n=20, no noise; optimum: Theorem 5 (thm-linear-optimum),
+d(d+1)/(n+d+1) = 30/26.
 Trains with :func:`nlicl_lib.train.train` on the CPU with the settings below, reports the
 training time and the Monte Carlo test loss over the optimum (with its error bar). Target:
 within 2% of the optimum in at most 5 s of training on 2 cores. It runs at torch's default
@@ -16,6 +17,7 @@ import os
 
 import torch
 
+from nlicl_lib.book_refs import ref
 from nlicl_lib.evaluate import estimate_loss
 from nlicl_lib.experiment import ModelConfig, build_model
 from nlicl_lib.tasks import TaskConfig
@@ -45,7 +47,7 @@ def main() -> None:
     args = parser.parse_args()
     task = TaskConfig("linear", input_dim=5, context_length=20)
     print(f"1-layer LSA, {task.describe()}, cpu ({os.cpu_count()} cores): {args.steps} steps of "
-          f"batch {args.batch}, lr {args.lr:g}, seed {args.seed}; optimum (3.1) "
+          f"batch {args.batch}, lr {args.lr:g}, seed {args.seed}; optimum ({ref('thm-linear-optimum')}) "
           f"{linear_gd_optimum(task).loss:.4f}; load average {os.getloadavg()[0]:.2f}")
     default_threads = torch.get_num_threads()
     best = None

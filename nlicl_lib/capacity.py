@@ -1,27 +1,32 @@
-r"""How big one block must be (theory.md 3.4): the best loss of a block with $m$ slots and width $h$.
+r"""How big one block must be: the best loss of a block with $m$ slots and width $h$.
+
+Proposition 12 (prop-capacity) of the book's Theory part; this module computes its references.
 
 One bilinear GLU-LSA block reading $x$ writes $m$ quadratic forms of $x$ into its slots, and its
 attention takes one GD step on $\psi(x) = (x;\ s(x))$, $s(x) = V\,u(x)$, where the $h$ hidden
 units are $u_j(x) = (a_j^\top x)(b_j^\top x)$ and $V = W_3$ is $m \times h$. For any such
-features the best $\Gamma$ and its loss are exact (theory.md 3.3, :mod:`nlicl_lib.theory`):
+features the best $\Gamma$ and its loss are exact (Theorem 9 (thm-feature-optimum),
+:mod:`nlicl_lib.theory`): with $S = \mathbb E[\phi\phi^\top]$, $T = \mathbb E[\psi\psi^\top]$ and
+$C = \mathbb E[\psi\phi^\top]$ ($\phi$: the target's monomials),
 
-$$\mathcal L^*(\psi) = \operatorname{tr} S_{\phi\phi} - \operatorname{tr}\big(X S_{\psi\psi}^{-1} X B^{-1}\big),
-\quad X = S_{\psi\phi} S_{\phi\psi},\quad
-B = \tfrac{n-1}{n} X + \tfrac1n \mathbb E[\|\phi\|^2 \psi\psi^\top] + \tfrac{\sigma^2}{n} S_{\psi\psi}.$$
+$$\mathcal L^*(\psi) = \operatorname{tr} S - \operatorname{tr}\big(T^{-1} C C^\top B^{-1} C C^\top\big),
+\quad B = \tfrac{n-1}{n} C C^\top + \tfrac1n \mathbb E[\|\phi\|^2 \psi\psi^\top] + \tfrac{\sigma^2}{n} T.$$
 
 $\mathcal L^*$ depends only on the span of $\psi$, so the best block of a given size is the best
-feature span it can write:
+feature span it can write (Proposition 12 (prop-capacity)):
 
-- :func:`best_coordinate_subset`: the best $m$ degree-2 monomials (exact enumeration);
 - :func:`best_feature_subspace`: the best $m$-dimensional subspace $U\phi_2$ of the quadratic
-  forms (a GLU of width $h \ge p_2$ can write any), found by minimising the exact
-  $\mathcal L^*$ over $U$ ($m \times p_2$) in float64 from several starts;
+  forms (a GLU of width $h \ge p_2$ can write any: its units can hold every monomial and $W_3$
+  mixes them), found by minimising the exact $\mathcal L^*$ over $U$ ($m \times p_2$) in float64
+  from several starts;
 - :func:`best_glu_features`: the best span a GLU of width $h$ can write into $m$ slots, optimising
-  $a_j, b_j$ and $V$ the same way.
+  $a_j, b_j$ and $V$ the same way;
+- :func:`best_coordinate_subset`: the best $m$ degree-2 monomials (exact enumeration), a
+  restricted search: its loss is at or above :func:`best_feature_subspace`'s.
 
-Each is a loss no trained block of that size can go below (up to the optimiser finding the global
-minimum, checked against enumeration and random features in the tests), and equals the full
-one-step kernel-GD optimum once $m \ge p_2$ and $h \ge p_2$.
+The first two are losses no trained block of that size can go below (up to the optimiser finding
+the global minimum, checked against enumeration and random features in the tests); all three
+equal the one-step optimum on $(x; \phi_2)$ once $m \ge p_2$ and $h \ge p_2$.
 """
 
 from __future__ import annotations
@@ -99,8 +104,9 @@ def best_coordinate_subset(task: TaskConfig, slots: int) -> BlockOptimum:
 
 
 class ExactBlockLoss:
-    r"""$\mathcal L^*(\psi)$ of theory.md 3.3 as a differentiable torch float64 function of the
-    slot features' coefficients over the degree-2 monomials (``(m, p_2)``; $\psi = (x; s)$).
+    r"""$\mathcal L^*(\psi)$ of Theorem 9 (thm-feature-optimum) as a differentiable torch float64
+    function of the slot features' coefficients over the degree-2 monomials (``(m, p_2)``;
+    $\psi = (x; s)$).
 
     All moments are exact and precomputed once: over the basis $b = (x; \phi_2; \text{target
     monomials})$, $M = \mathbb E[b b^\top]$ and $W = \mathbb E[\|\phi\|^2 b b^\top]$.
@@ -277,9 +283,10 @@ class CapacitySweep:
     r"""Single blocks trained over a range of slots $m$ (width $h = \max(m, p_2)$, so only the
     slots limit them) and of widths $h$ ($m = \max(h, p_2)$), with their references.
 
-    ``slots_loss[m]``, ``width_loss[h]``: exact test losses of the trained blocks (theory.md 3.3
-    with their own features and $\Gamma$); ``subspace[m]``: :func:`best_feature_subspace`;
-    ``coordinate[m]``: :func:`best_coordinate_subset`; ``glu[h]``: :func:`best_glu_features`;
+    ``slots_loss[m]``, ``width_loss[h]``: exact test losses of the trained blocks (the loss
+    $\mathcal L(\Gamma)$ of Theorem 9 (thm-feature-optimum) with their own features and
+    $\Gamma$); ``subspace[m]``: :func:`best_feature_subspace`; ``coordinate[m]``:
+    :func:`best_coordinate_subset`; ``glu[h]``: :func:`best_glu_features`;
     ``history[("slots", m)]`` and ``history[("width", h)]``: batch losses. All unnormalised.
     """
 

@@ -13,6 +13,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from .book_refs import ref
 from .device import resolve_device
 from .errors import ConfigError, TrainingDivergedError
 from .experiment import (
@@ -105,8 +106,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(f"theory:      {data['theory_loss']:.5g}  ({data['theory_name']}); ratio "
               f"{data['ratio_to_theory']:.4f}")
     if data["bound_loss"] is not None:
-        print(f"linear:      {data['bound_loss']:.5g}  (best linear predictor, 3.2: a lower bound "
-              f"for attention-only models of any depth)")
+        print(f"linear:      {data['bound_loss']:.5g}  (best linear predictor, "
+              f"{ref('cor-linear-bound')}: a lower bound for attention-only models of any depth)")
     _write_json(out, data)
     if out is not None:
         print(f"wrote {out}")
@@ -133,8 +134,8 @@ def cmd_theory(args: argparse.Namespace) -> int:
     else:
         print("theory loss:         none (no closed form for this model class)")
     if values.bound_loss is not None:
-        print(f"best linear predictor: {values.bound_loss:.6g}  (a bound for LSA of any depth; normalised "
-              f"{values.bound_loss / values.null_loss:.4f})")
+        print(f"best linear predictor: {values.bound_loss:.6g}  (a bound for LSA of any depth, "
+              f"{ref('cor-linear-bound')}; normalised {values.bound_loss / values.null_loss:.4f})")
     _write_json(out, data)
     return 0
 

@@ -1,10 +1,13 @@
-r"""Models loaded with the weights of theory.md's constructions.
+r"""Models loaded with the weights of the Theory part's constructions.
 
 - :func:`gd_lsa`: $P = e_D e_D^\top$, $Q_\ell = -\mathrm{blkdiag}(\Gamma_\ell^\top, 0)$, so $L$
-  layers are $L$ steps of preconditioned GD (3.1); context labels become residuals.
+  layers are $L$ steps of preconditioned GD (Proposition 4 (prop-lsa-gd)); context labels
+  become residuals.
 - :func:`kernel_glu_lsa`: a GLU of width $p_2$ whose unit $(j \le k)$ reads $x_j$ with $W_1$ and
   $x_k$ with $W_2$ and writes slot $u$, so each token becomes $(x; \phi_2(x); y)$; the LSA then
-  takes one GD step with kernel $k_\Gamma(x, x') = \psi(x)^\top\Gamma\psi(x')$, $\psi = (x; \phi_2)$.
+  takes one preconditioned GD step on $\psi = (x; \phi_2)$, $\hat y = \frac1n \sum_i y_i\,
+  k_\Gamma(x_{n+1}, x_i)$ with $k_\Gamma(x, x') = \psi(x)^\top\Gamma\psi(x')$, a step of kernel
+  regression when $\Gamma$ is symmetric positive semidefinite (Proposition 8 (prop-glu-kernel)).
 - :func:`glu_slot_features`: the polynomial map a bilinear GLU writes into the slots.
 """
 
@@ -35,7 +38,8 @@ def _full_gd_weights(layer: LSA, gamma: np.ndarray, feature_rows: int) -> None:
 
 def gd_lsa(input_dim: int, gammas: Sequence, feature_slots: int = 0, attention: str = "full",
            dtype: torch.dtype = torch.float64) -> InContextRegressor:
-    r"""An LSA of depth ``len(gammas)`` that is exactly $L$ steps of preconditioned GD.
+    r"""An LSA of depth ``len(gammas)`` that is exactly $L$ steps of preconditioned GD
+    (Proposition 4 (prop-lsa-gd)).
 
     Layer $\ell$: $P = e_D e_D^\top$, $Q = -\mathrm{blkdiag}(\Gamma_\ell^\top, 0)$, giving
     $\hat y = x_{n+1}^\top \Gamma \frac1n\sum_i y_i x_i$ for one layer. A scalar $\gamma$ means
@@ -85,7 +89,8 @@ def monomial_glu(input_dim: int, glu: GLU | None = None, reads: str = "x") -> GL
 
 def kernel_glu_lsa(input_dim: int, gamma, dtype: torch.dtype = torch.float64
                    ) -> InContextRegressor:
-    r"""One GLU-LSA block equal to one step of kernel GD on $\psi = (x; \phi_2(x))$.
+    r"""One GLU-LSA block equal to one preconditioned GD step on $\psi = (x; \phi_2(x))$
+    (Proposition 8 (prop-glu-kernel); kernel GD when ``gamma`` is symmetric positive semidefinite).
 
     ``gamma``: a $(d + p_2) \times (d + p_2)$ matrix acting on $\psi$. See
     :func:`polynomial_kernel_gamma` for the $\Gamma$ of $a\,x^\top x' + (x^\top x')^2$.

@@ -5,9 +5,10 @@ map, a depth) that trains or computes something and ends with a check::
 
     def exercise_2_1(depth):
         result = run_experiment(...)                      # the reader's run
-        return exercises.check_at_least(result.test_loss / result.theory.null_loss, 1.0,
-                                        exercise="2.1", what="test loss / E[y^2]",
-                                        reference="the zero predictor (3.2)", hint="...")
+        return exercises.check_at_least(
+            result.test_loss / result.theory.null_loss, 1.0, exercise="2.1",
+            what="test loss / E[y^2]", hint="...",
+            theory=f"the zero predictor ({ref('cor-linear-bound')})")  # from nlicl_lib.book_refs
 
     depth = None          # <- the reader's choice
     exercises.attempt("2.1", exercise_2_1, depth=depth)
@@ -15,9 +16,12 @@ map, a depth) that trains or computes something and ends with a check::
 :func:`attempt` runs the exercise once every answer is set (``None`` means not yet: it then
 says what to set, so *Run all* never stops at an exercise). A check that fails raises
 :class:`ExerciseFailed` (an ``AssertionError``) whose message says by how much the result
-missed the theory and gives the hint; a check that passes shows a line saying so. The
-solution, a call of the same function with the right answer in a cell hidden behind a toggle,
-runs when the book is built, so every exercise is known to be solvable.
+missed the theory and gives the hint; a check that passes shows a line saying so. Texts that
+name a result of the book's Theory part (``theory=``, ``hint=``) take its number from
+:func:`nlicl_lib.book_refs.ref`. On a page the exercise is a numbered sphinx-exercise block;
+its solution, in a dropdown after it, ends with a call of the same function with the right
+answer in a code cell tagged ``solution`` and hidden behind a toggle. That cell runs when the
+book is built, so every exercise is known to be solvable.
 
 Each passed check's output carries ``{"nlicl_exercise": {"id", "title", "seconds",
 "device", ...}}`` in its metadata: ``seconds`` is the time since the cell started (the

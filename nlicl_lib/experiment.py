@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from . import theory
+from .book_refs import ref
 from .constructions import block_features, block_gamma
 from .device import describe_device, resolve_device
 from .errors import ConfigError, check_choice, check_float, check_int
@@ -127,24 +128,29 @@ class TheoryValues:
 def theory_values(task: TaskConfig, config: ModelConfig) -> TheoryValues:
     """The optimum for this model class where theory gives one, the linear bound, E[y^2].
 
-    - LSA, depth 1: one step of preconditioned GD on $x$ (3.1; for a polynomial task the best
-      one-step *linear* GD). Deeper LSA: no closed form (``None``).
-    - LSA on a polynomial task: ``bound_loss``, the best linear predictor (3.2), for any depth.
+    - LSA, depth 1: the best step of preconditioned GD on $x$ (Theorem 5 (thm-linear-optimum)
+      for a linear task; for a polynomial task the best one-step *linear* GD, Theorem 9
+      (thm-feature-optimum) with $\\psi = x$). Deeper LSA: no closed form (``None``).
+    - LSA on a polynomial task: ``bound_loss``, the best linear predictor (Corollary 7
+      (cor-linear-bound)), for any depth.
     - GLU-LSA, one bilinear block reading $x$ whose slots and width hold every degree-2 monomial:
-      one step of kernel GD on $\\psi = (x; \\phi_2)$ with the optimal $\\Gamma$ (3.3).
+      the best preconditioned GD step on $\\psi = (x; \\phi_2)$ (Theorem 9 (thm-feature-optimum)).
     - GLU-LSA, one such block with fewer slots or units ($m < p_2$ or $h < p_2$): the exact loss
-      of the best feature span it can write (3.4, :func:`nlicl_lib.capacity.best_block`).
+      of the best feature span it can write (Proposition 12 (prop-capacity),
+      :func:`nlicl_lib.capacity.best_block`).
     - GLU-LSA of depth $L > 1$ (structured: bilinear GLUs writing the slots, sparse attention) on
-      a polynomial task of degree $\\le 3$: the block-coordinate recursion over monomial blocks of
-      $m$ with its preconditioners optimised on fresh prompts (3.5,
-      :func:`nlicl_lib.depth.bcd_reference_loss`; Monte Carlo, takes seconds).
+      a polynomial task of degree $\\le 3$: the block-coordinate recursion of Theorem 13
+      (thm-depth-bcd) over monomial blocks of $m$ with its preconditioners optimised on fresh
+      prompts (:func:`nlicl_lib.depth.bcd_reference_loss`; Monte Carlo, takes seconds).
     """
     config = config.resolved(task)
     null = theory.null_loss(task)
     bound = theory.best_linear_loss(task) if task.kind == "poly" else None
     loss = name = None
     if config.kind == "lsa" and config.depth == 1:
-        loss, name = theory.linear_gd_optimum(task).loss, "one-step linear GD optimum (3.1)"
+        loss = theory.linear_gd_optimum(task).loss
+        name = (f"one-step linear GD optimum ({ref('thm-linear-optimum')})" if task.kind == "linear"
+                else f"one-step linear GD optimum ({ref('thm-feature-optimum')} with psi = x)")
     p2 = monomial_count(task.input_dim, 2)
     covers = (config.feature_slots >= p2 and config.glu_width >= p2)
     if (config.kind == "glu-lsa" and config.depth == 1 and covers and config.activation == "none"
@@ -152,7 +158,7 @@ def theory_values(task: TaskConfig, config: ModelConfig) -> TheoryValues:
         features = theory.kernel_features(task.input_dim, 2)
         optimum = theory.one_step_gd_optimum(task.target_features, features,
                                              task.context_length, task.noise_std)
-        loss, name = optimum.loss, "one-step kernel GD optimum on (x, phi_2) (3.3)"
+        loss, name = optimum.loss, f"best one-step GD on (x, phi_2) ({ref('thm-feature-optimum')})"
     structured = (config.kind == "glu-lsa" and config.activation == "none"
                   and config.attention == "sparse" and config.glu_writes == "slots"
                   and task.covariance is None)
@@ -161,21 +167,24 @@ def theory_values(task: TaskConfig, config: ModelConfig) -> TheoryValues:
 
         optimum = best_block(task, config.feature_slots, config.glu_width)
         loss, name = optimum.loss, (f"best block with m={config.feature_slots} slots, width "
-                                    f"h={config.glu_width} (3.4: exact loss, optimised span)")
+                                    f"h={config.glu_width} ({ref('prop-capacity')}: exact loss, "
+                                    "optimised span)")
     if (structured and config.depth > 1 and config.glu_reads != "all" and task.kind == "poly"
             and task.degree <= 3):
         from .depth import bcd_reference_loss
 
         loss, _ = bcd_reference_loss(task, config.feature_slots, config.depth)
-        name = (f"block-coordinate descent reference (3.5): {config.depth} blocks of "
-                f"m={config.feature_slots} monomials, Gamma optimised on fresh prompts (Monte Carlo)")
+        name = (f"block-coordinate descent reference ({ref('thm-depth-bcd')}): {config.depth} "
+                f"blocks of m={config.feature_slots} monomials, Gamma optimised on fresh prompts "
+                "(Monte Carlo)")
     return TheoryValues(null, loss, name, bound)
 
 
 def exact_model_loss(model: InContextRegressor, task: TaskConfig) -> float | None:
     r"""The exact test loss where a closed form exists: one block with sparse attention whose
     features are polynomials of $x$ (a plain LSA layer, or a bilinear GLU reading $x$), isotropic
-    inputs. Then the model is one GD step with its own $\Gamma$ and the 3.3 formula applies."""
+    inputs. Then the model is one GD step with its own $\Gamma$ and the loss formula of Theorem 9
+    (thm-feature-optimum) applies."""
     if model.depth != 1 or task.covariance is not None:
         return None
     block = model.blocks[0]

@@ -18,7 +18,7 @@ with Gram matrix $G = \mathbb E[s\,s^\top] = U \operatorname{diag}(\sigma_1^2, \
 - **principal angles** compare two spans.
 
 :func:`kernel_matrix` gives the kernel a trained block applies, in the monomial basis, to
-compare with the optimal $\Gamma^*$ of theory.md 3.3, and :func:`live_span_optimum` the best
+compare with the optimal $\Gamma^*$ of Theorem 9 (thm-feature-optimum), and :func:`live_span_optimum` the best
 one-step loss that the block's live features allow (the plateau a block with a dead direction
 stalls on).
 """
@@ -186,7 +186,8 @@ def direction_usage(model: InContextRegressor, optimal_gamma: np.ndarray) -> Dir
 
 
 def span_optimum(task: TaskConfig, slot_directions: PolyMap) -> theory.OneStepOptimum:
-    r"""The best one-step loss on $(x; \text{slot\_directions})$ (theory.md 3.3 on that span)."""
+    r"""The best one-step loss on $(x; \text{slot\_directions})$ (Theorem 9 (thm-feature-optimum) on
+    that span)."""
     features = PolyMap.monomials(task.input_dim, [1]).concat(slot_directions)
     return theory.one_step_gd_optimum(task.target_features, features, task.context_length,
                                       task.noise_std)
@@ -195,7 +196,7 @@ def span_optimum(task: TaskConfig, slot_directions: PolyMap) -> theory.OneStepOp
 def live_span_optimum(task: TaskConfig, model: InContextRegressor, tolerance: float = 1e-2
                       ) -> theory.OneStepOptimum:
     r"""The best one-step loss on $(x; \text{live slot directions})$: what a block whose dead
-    directions stay dead can reach at best (theory.md 3.3 restricted to its live span)."""
+    directions stay dead can reach at best (Theorem 9 (thm-feature-optimum) on its live span)."""
     check_float("tolerance", tolerance, minimum=0.0)
     live = slot_feature_directions(model).live(tolerance)
     features = PolyMap.monomials(task.input_dim, [1]).concat(live)

@@ -1,4 +1,4 @@
-r"""Linear self-attention, the GLU feed-forward layer, and stacks of GLU-LSA blocks (theory.md 2).
+r"""Linear self-attention, the GLU feed-forward layer, and stacks of GLU-LSA blocks (Definition 2 (def-models)).
 
 Tokens are rows: ``Z`` has shape ``(batch, tokens, D)`` with tokens $= n + 1$ (the query last)
 and $D = d + m + 1$ (input, $m$ feature slots, label). In the paper's column form:

@@ -34,7 +34,8 @@ def _rate(default: float) -> Param:
 
 
 def lsa_gd_panel(device: str = "auto") -> TrainingPanel:
-    """Chapter 1: one LSA layer on linear regression against the best one-step GD (3.1)."""
+    """Chapter 1: one LSA layer on linear regression against the best one-step GD (Theorem 5
+    (thm-linear-optimum))."""
     params = [
         Param("context_length", "context length n", 20, 5, 80, step=5),
         Param("input_dim", "input dimension d", 5, 1, 10),
@@ -54,7 +55,8 @@ def lsa_gd_panel(device: str = "auto") -> TrainingPanel:
 
 
 def attention_alone_panel(device: str = "auto") -> TrainingPanel:
-    """Chapter 2: LSA stacks of any depth on polynomial tasks against the linear bound (3.2)."""
+    """Chapter 2: LSA stacks of any depth on polynomial tasks against the linear bound (Corollary 7
+    (cor-linear-bound))."""
     params = [
         Param("depth", "depth L", 1, 1, 4),
         Param("degree", "degree k", 2, 1, 3),
@@ -77,9 +79,10 @@ def attention_alone_panel(device: str = "auto") -> TrainingPanel:
 
 
 def glu_kernel_panel(device: str = "auto") -> TrainingPanel:
-    """Chapter 3: one GLU-LSA block on quadratic tasks against one-step kernel GD (3.3), with
-    the chapter's training settings (1000 steps of 500 prompts, peak rate 0.01) and its three
-    GLU initialisations (``"small"`` can lose feature directions)."""
+    r"""Chapter 3: one GLU-LSA block on quadratic tasks against the best one-step GD on
+    $(x; \phi_2)$ (Theorem 9 (thm-feature-optimum)), with the chapter's training settings (1000
+    steps of 500 prompts, peak rate 0.01) and its three GLU initialisations (``"small"`` can lose
+    feature directions)."""
     params = [
         Param("context_length", "context length n", 20, 10, 160, step=10),
         Param("glu_init", "GLU initialisation", "large", options=("large", "normal", "small")),
@@ -103,8 +106,9 @@ def glu_kernel_panel(device: str = "auto") -> TrainingPanel:
 
 
 def block_size_panel(device: str = "auto") -> TrainingPanel:
-    """Chapter 4: one block with $m$ slots and width $h$ against the best block of that size
-    (3.4) and the full kernel step."""
+    r"""Chapter 4: one block with $m$ slots and width $h$ against the best block of that size
+    (Proposition 12 (prop-capacity)), which is the full step on $(x; \phi_2)$ once
+    $m, h \ge p_2$."""
     params = [
         Param("feature_slots", "feature slots m", 3, 1, 8),
         Param("glu_width", "GLU width h", 3, 1, 8),
@@ -125,7 +129,7 @@ def block_size_panel(device: str = "auto") -> TrainingPanel:
 
 def depth_panel(device: str = "auto") -> TrainingPanel:
     """Chapter 5: stacks of $L$ narrow blocks against the block-coordinate descent reference
-    (3.5; Monte Carlo, so its theory is drawn only where runs are)."""
+    (Theorem 13 (thm-depth-bcd); Monte Carlo, so its theory is drawn only where runs are)."""
     params = [
         Param("depth", "depth L", 2, 1, 4),
         Param("feature_slots", "feature slots m", 3, 1, 6),

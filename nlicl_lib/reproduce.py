@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .book_refs import ref
 from .device import describe_device, resolve_device
 from .errors import ConfigError
 from .experiment import ModelConfig, default_train_config, run_experiment
@@ -54,7 +55,7 @@ def _trained_vs_theory(task: TaskConfig, model: ModelConfig, device, seed: int, 
     data["trained_loss"] = data["test_loss"]
     if reference == "bound":
         data["reference_loss"] = data["bound_loss"]
-        data["reference_name"] = "best linear predictor (3.2)"
+        data["reference_name"] = f"best linear predictor ({ref('cor-linear-bound')})"
     else:
         data["reference_loss"] = data["theory_loss"]
         data["reference_name"] = data["theory_name"]
@@ -95,7 +96,7 @@ def _ch4(device, seed, progress):
 
 @register("ch5-depth3-m3", 5, "3 GLU-LSA blocks with m=h=3 slots (GLUs read x), quadratic d=3")
 def _ch5_depth3(device, seed, progress):
-    # reference: the block-coordinate recursion of 3.5 over the same slots
+    # reference: the block-coordinate recursion of Theorem 13 (thm-depth-bcd) over the same slots
     return _trained_vs_theory(TaskConfig("poly", 3, 20, degree=2),
                               ModelConfig("glu-lsa", depth=3, feature_slots=3, glu_reads="x"),
                               device, seed, progress, learning_rate=0.02 / 3)

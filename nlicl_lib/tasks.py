@@ -1,4 +1,4 @@
-r"""In-context regression tasks and the prompt embedding (theory.md section 1).
+r"""In-context regression tasks and the prompt embedding (Definition 1 (def-prompts)).
 
 A prompt holds $n$ context pairs $(x_i, y_i)$ and a query $x_{n+1}$. Inputs are
 $x_i \sim \mathcal N(0, \Sigma)$ ($\Sigma = I_d$ unless a covariance is given); the target

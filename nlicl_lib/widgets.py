@@ -48,6 +48,7 @@ import torch
 from plotly.subplots import make_subplots
 
 from . import display as book_display
+from .book_refs import ref
 from .device import describe_device, resolve_device
 from .errors import ConfigError, TrainingDivergedError
 from .experiment import (
@@ -738,8 +739,10 @@ class TrainingPanel:
         if values.theory_loss is not None:
             levels.append((values.theory_loss / null, f"theory: {values.theory_name}",
                            {"color": COLORS["theory"], "width": 2, "dash": "dash"}))
-        if values.bound_loss is not None:
-            levels.append((values.bound_loss / null, "bound: best linear predictor (3.2)",
+        if values.bound_loss is not None:  # a bound for attention alone; GLU blocks go below it
+            levels.append((values.bound_loss / null,
+                           f"best linear predictor (bound for attention alone, "
+                           f"{ref('cor-linear-bound')})",
                            {"color": COLORS["bound"], "width": 2, "dash": "dot"}))
         levels.append((1.0, "zero predictor", {"color": COLORS["baseline"], "width": 1.5,
                                                "dash": "dashdot"}))

@@ -1,5 +1,5 @@
-"""Chapter 4: what one block with m slots and width h can reach (theory.md 3.4), exactly, and
-trained blocks against it."""
+"""Chapter 4: what one block with m slots and width h can reach (Proposition 12 (prop-capacity)),
+exactly, and trained blocks against it."""
 
 import numpy as np
 import pytest
@@ -72,6 +72,38 @@ def test_reference_curves_are_ordered_and_strictly_above_the_kernel_optimum():
     # (a^T x)(b^T x) of one GLU unit, which cannot be a definite form
     assert best_feature_subspace(QUADRATIC, 1).loss < best_glu_features(QUADRATIC, 6, 1).loss - 0.5
 
+
+
+def test_what_chapter_4_reads_off_its_table_of_best_spans():
+    """The page's statements about the best spans (d = 3, n = 20, quadratic task), exactly."""
+    p2 = monomial_count(3, 2)
+    span = {m: best_feature_subspace(QUADRATIC, m) for m in range(p2 + 1)}
+    monomials = {m: best_coordinate_subset(QUADRATIC, m).loss for m in range(p2 + 1)}
+    units = {h: best_glu_features(QUADRATIC, p2, h).loss for h in range(1, p2 + 1)}
+    # the best single slot is |x|^2 = x1^2 + x2^2 + x3^2 (up to scale), and its loss is the
+    # closed form of Theorem 9 (thm-feature-optimum) on psi = (x; |x|^2)
+    quadratics = PolyMap.monomials(3, [2])
+    norm = PolyMap(quadratics.exponents, np.array([[1.0, 0, 0, 1, 0, 1]]))
+    closed = one_step_gd_optimum(QUADRATIC.target_features,
+                                 PolyMap.monomials(3, [1]).concat(norm), 20).loss
+    assert span[1].loss == pytest.approx(closed, rel=1e-9)
+    found = span[1].features.coefficients[0]
+    cosine = abs(found @ norm.coefficients[0]) / np.linalg.norm(found) / np.sqrt(3)
+    assert cosine == pytest.approx(1.0, abs=1e-6)
+    # every slot lowers the best loss, the first one most
+    gains = [span[m - 1].loss - span[m].loss for m in range(1, p2 + 1)]
+    assert min(gains) > 0 and gains[0] == max(gains)
+    # one or two units do no better than one or two monomials (they cannot write |x|^2) ...
+    for h in (1, 2):
+        assert units[h] == pytest.approx(monomials[h], rel=1e-9)
+        assert units[h] > span[h].loss * 1.04
+    # ... and from three on, the best monomials and the best units reach the best span
+    for m in range(3, p2 + 1):
+        assert monomials[m] == pytest.approx(span[m].loss, rel=1e-9)
+        assert units[m] == pytest.approx(span[m].loss, rel=1e-9)
+    # one slot or unit short of p2 misses the full optimum by more than exercise 4.3's 2%
+    kernel = one_step_kernel_gd_optimum(QUADRATIC).loss
+    assert min(span[p2 - 1].loss, units[p2 - 1]) > 1.02 * kernel
 
 def test_required_embedding_counts():
     size = required_embedding(3, 3)

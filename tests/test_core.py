@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 
@@ -12,9 +13,10 @@ import pytest
 import torch
 
 from nlicl_lib import ConfigError, ModelConfig, TaskConfig, TrainConfig, resolve_device
+from nlicl_lib.book_refs import ref
 from nlicl_lib.cli import main
 from nlicl_lib.device import available_devices
-from nlicl_lib.experiment import build_model, run_experiment
+from nlicl_lib.experiment import build_model, run_experiment, theory_values
 from nlicl_lib.monomials import (
     PolyMap,
     gaussian_moment,
@@ -25,7 +27,13 @@ from nlicl_lib.monomials import (
     weighted_second_moment,
 )
 from nlicl_lib.tasks import embed, sample_prompts
-from nlicl_lib.theory import linear_gd_optimum, linear_gd_optimum_isotropic, null_loss
+from nlicl_lib.theory import (
+    kernel_features,
+    linear_gd_optimum,
+    linear_gd_optimum_isotropic,
+    null_loss,
+    one_step_gd_optimum,
+)
 
 # ---------------------------------------------------------------- validation (library)
 
@@ -160,6 +168,34 @@ def test_cli_theory_writes_values(tmp_path):
     assert data["theory_loss"] == pytest.approx(30 / 26, rel=1e-12)
     assert data["null_loss"] == pytest.approx(5.0)
     assert data["bound_loss"] is None
+    # the value is named by the book's numbered result, not by a section of private notes
+    assert data["theory_name"] == f"one-step linear GD optimum ({ref('thm-linear-optimum')})"
+
+
+def test_theory_values_name_the_book_results_they_compute():
+    quadratic = TaskConfig("poly", 3, 20, degree=2)
+    names = {
+        "lsa, linear task": theory_values(TaskConfig("linear", 5, 20), ModelConfig("lsa")),
+        "lsa, quadratic": theory_values(quadratic, ModelConfig("lsa")),
+        "one full block": theory_values(quadratic, ModelConfig("glu-lsa")),
+        "one block, m = 3": theory_values(quadratic, ModelConfig("glu-lsa", feature_slots=3)),
+    }
+    expected = {"lsa, linear task": "Theorem 5", "lsa, quadratic": "Theorem 9 with psi = x",
+                "one full block": "Theorem 9", "one block, m = 3": "Proposition 12"}
+    for case, values in names.items():
+        assert f"({expected[case]}" in values.theory_name, (case, values.theory_name)
+        assert not re.search(r"\b3\.[1-5]\b", values.theory_name)  # no tag of the old notes
+    # the full block's optimum is Theorem 9 on (x; phi_2), exactly (Gaussian moments)
+    optimum = one_step_gd_optimum(quadratic.target_features, kernel_features(3, 2), 20)
+    assert names["one full block"].theory_loss == optimum.loss
+    assert names["lsa, linear task"].theory_loss == pytest.approx(30 / 26, rel=1e-12)
+
+
+def test_cli_names_the_linear_bound_by_its_corollary(capsys):
+    assert main(["theory", "--task", "poly", "--degree", "2", "--d", "3", "--model", "lsa"]) == 0
+    out = capsys.readouterr().out
+    assert f"a bound for LSA of any depth, {ref('cor-linear-bound')}" in out
+    assert ref("cor-linear-bound") == "Corollary 7"
 
 
 @pytest.mark.slow

@@ -4,7 +4,10 @@ and wait for the reader's answer without stopping a notebook run."""
 from __future__ import annotations
 
 import math
+import re
+from pathlib import Path
 
+import jupytext
 import pytest
 
 from nlicl_lib import exercises
@@ -73,3 +76,34 @@ def test_a_passed_check_records_its_cell_time_for_the_instructors_page(monkeypat
     assert info["seconds"] is not None and 0 <= info["seconds"] < 60
     assert info["device"].startswith(("cpu", "cuda", "mps"))
     assert "✓ Exercise 9.3" in data["text/plain"]
+
+
+# --- the chapters' exercise blocks ------------------------------------------------------------
+
+CHAPTERS = sorted((Path(__file__).resolve().parents[1] / "book").glob("ch*.md"))
+
+
+def _cells_without_solutions(page: Path) -> tuple[list, list]:
+    """The page's notebook cells, and what is left after removing the cells tagged "solution"
+    (what the instructors page's ``nbconvert --TagRemovePreprocessor`` command does)."""
+    notebook = jupytext.read(page)
+    kept = [c for c in notebook.cells if "solution" not in c.metadata.get("tags", [])]
+    return notebook.cells, kept
+
+
+@pytest.mark.parametrize("page", CHAPTERS, ids=lambda p: p.stem)
+def test_removing_the_solution_cells_leaves_each_exercise_and_no_solution(page):
+    cells, kept = _cells_without_solutions(page)
+    starts = [c for c in cells if "{exercise-start}" in c.source]
+    solutions = [c for c in cells if "{solution-start}" in c.source]
+    assert len(solutions) == len(starts), "every exercise block has its solution block"
+    left = "\n".join(c.source for c in kept)
+    # the solution's text (solution-start .. solution-end) and its code go; the exercise stays
+    assert "{solution-start}" not in left and "{solution-end}" not in left
+    assert left.count("{exercise-start}") == left.count("{exercise-end}") == len(starts)
+    for start in starts:
+        label = re.search(r":label: (ex-(\d+)-(\d+))", start.source)
+        assert label, "each exercise block has a label ex-<chapter>-<number>"
+        exercise_id = f"{label.group(2)}.{label.group(3)}"
+        # one call, the reader's (with the value still to set); the solution's call is gone
+        assert left.count(f'exercises.attempt("{exercise_id}"') == 1, exercise_id

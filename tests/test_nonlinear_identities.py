@@ -51,7 +51,7 @@ def prompts_for(task: TaskConfig, batch: int = 64, step: int = 0):
     return sample_prompts(task, batch, seed=7, step=step, dtype=F64)
 
 
-# --- tasks (theory.md 1) -------------------------------------------------------------------
+# --- tasks (Definition 1 (def-prompts)) ---------------------------------------------------
 
 def test_polynomial_task_counts_and_errors():
     assert [monomial_count(3, k) for k in (1, 2, 3)] == [3, 6, 10]

@@ -31,7 +31,7 @@ def test_same_seed_same_numbers(tmp_path):
     data = json.loads((tmp_path / "ch1-lsa-linear.json").read_text())
     assert data["experiment"] == "ch1-lsa-linear"
     assert data["trained_loss"] / data["null_loss"] == first[0].trained
-    assert abs(first[0].ratio - 1) < 0.03  # the 1-layer LSA reaches the 3.1 optimum
+    assert abs(first[0].ratio - 1) < 0.03  # the 1-layer LSA reaches Theorem 5 (thm-linear-optimum)
     table = format_table(first)
     assert "ch1-lsa-linear" in table and f"{first[0].ratio:.4f}" in table
     assert "<th scope=\"row\">" in table_html(first)

@@ -15,6 +15,7 @@ from nlicl_lib import (
     TrainingDivergedError,
     run_experiment,
 )
+from nlicl_lib.book_refs import ref
 from nlicl_lib.device import describe_device, resolve_device
 from nlicl_lib.panels import PANELS
 from nlicl_lib.widgets import (
@@ -68,7 +69,8 @@ def test_train_button_updates_the_figure_with_the_librarys_result():
     before = panel.last_figure
     assert not any(t.name.startswith("trained") for t in before.data)
     theory_names = {t.name for t in before.data}
-    assert "bound: best linear predictor (3.2)" in theory_names
+    assert (f"best linear predictor (bound for attention alone, {ref('cor-linear-bound')})"
+            in theory_names)
 
     panel.set(n=12, steps=6)
     panel.train_button.click()
@@ -89,7 +91,7 @@ def test_train_button_updates_the_figure_with_the_librarys_result():
     steps, smooth = smooth_curve(expected.training.loss_history / expected.theory.null_loss)
     np.testing.assert_allclose(training.y, smooth, rtol=1e-6)
     # the theory curve along depth sits next to it, at the run's other settings
-    bound = [t for t in after.data if t.name.startswith("bound") and len(t.x) == 3]
+    bound = [t for t in after.data if t.name.startswith("best linear") and len(t.x) == 3]
     assert bound and bound[0].y[0] == pytest.approx(
         expected.theory.bound_loss / expected.theory.null_loss)
     assert "Trained in" in panel.status.value and "depth L = 1" in panel.status.value
