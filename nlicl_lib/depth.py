@@ -1,9 +1,10 @@
-r"""Depth distributes the kernel: deep GLU-LSA stacks as block-coordinate descent (theory.md 3.5).
+r"""Depth distributes the kernel: deep GLU-LSA stacks as block-coordinate descent,
+Theorem 13 (thm-depth-bcd).
 
-Block $\ell$ of a structured stack (bilinear GLU reading $(x; \text{slots})$ and writing the $m$
-slots, sparse attention with $P = e_De_D^\top$) first sets the slots to a feature block
-$\phi_\ell(x)$, then moves every label by $-\psi_\ell(x_j)^\top \Gamma_\ell\, g_\ell$ with
-$\psi_\ell = (x; \phi_\ell)$. Starting from $r^{(0)}_i = y_i$:
+Block $\ell$ of a structured stack (bilinear GLU reading $(x; \text{slots})$, never the label,
+and writing the $m$ slots; attention in GD form, $P = e_De_D^\top$) first sets the slots to a
+feature block $\phi_\ell(x)$, then moves every label by $-\psi_\ell(x_j)^\top \Gamma_\ell\,
+g_\ell$ with $\psi_\ell = (x; \phi_\ell)$. Starting from $r^{(0)}_i = y_i$:
 
 $$g_\ell = \tfrac1n \textstyle\sum_{i\le n} r^{(\ell-1)}_i \psi_\ell(x_i), \qquad
   r^{(\ell)}_i = r^{(\ell-1)}_i - \psi_\ell(x_i)^\top\Gamma_\ell\, g_\ell, \qquad
@@ -11,9 +12,10 @@ $$g_\ell = \tfrac1n \textstyle\sum_{i\le n} r^{(\ell-1)}_i \psi_\ell(x_i), \qqua
 
 one cyclic pass of block-coordinate descent on $\frac1{2n}\sum_i (y_i - \sum_\ell
 \theta_\ell^\top\psi_\ell(x_i))^2$ (:func:`nlicl_lib.predictors.block_coordinate_descent`).
-Theory.md 3.5 writes $Q_\ell = -\mathrm{blkdiag}(0, \Gamma_\ell, 0)$, $\Gamma_\ell$ on the slots
-only; the library's $\Gamma_\ell$ acts on $(x; \text{slots})$, so the 3.5 form is the special case
-with a zero $x$-block (:func:`deep_glu_lsa` accepts both).
+$\Gamma_\ell$ acts on $(x; \text{slots})$; a zero $x$-block gives the form with $\Gamma_\ell$ on
+the slots only, $Q_\ell = -\mathrm{blkdiag}(0, \Gamma_\ell, 0)$ (:func:`deep_glu_lsa` accepts
+both). Both assumptions are needed: with full $P_\ell, Q_\ell$ the identity fails, Remark 14
+(rem-full-attention) (:func:`with_dense_attention`).
 
 - :func:`deep_glu_lsa`: the construction. The GLU is residual, so to *replace* block
   $\ell-1$'s features by block $\ell$'s it writes $\phi_\ell - \phi_{\ell-1}$: quadratic terms
@@ -21,30 +23,38 @@ with a zero $x$-block (:func:`deep_glu_lsa` accepts both).
   quadratic slot; this is how depth raises the degree).
 - :func:`monomial_schedule`: the feature blocks of the reference recursion: chunks of $m$
   monomials (squares first), cycled; for cubic tasks, quadratics then the cubics they generate.
-- :func:`reference_model`, :func:`depth_sweep`: the recursion's per-block preconditioners.
-  Block 1's optimum on its own is exact (theory.md 3.3, :func:`nlicl_lib.theory.one_step_gd_optimum`),
-  and the reference starts there. Later blocks act on residuals whose moments mix several
-  context points and grow heavy-tailed with depth; fitted on a fixed sample (even $10^5$ float64
-  prompts) the $\Gamma_\ell$ overfit its rare large prompts (depth 3: fit loss far below the
-  loss on fresh prompts). So the reference's $\Gamma_\ell$ are optimised like a model's
-  weights, by Adam on fresh prompts, with its GLUs frozen at the construction, in the same
-  ensemble as the trained stacks.
+- :func:`reference_model`, :func:`depth_sweep`: the reference recursion and its per-block
+  preconditioners. Block 1's optimum on its own is exact (Theorem 9 (thm-feature-optimum),
+  :func:`nlicl_lib.theory.one_step_gd_optimum`), and the reference starts there. Later blocks
+  have no closed-form optimum: their moments mix several context points. So the reference's
+  $\Gamma_\ell$ are optimised like a model's weights, by Adam on fresh prompts that are never
+  reused (a fixed sample could be overfitted), with its GLUs frozen at the construction, in
+  the same ensemble as the trained stacks. The result is a good reference, not a proven optimum.
 - :func:`stack_slot_features`, :func:`stack_as_bcd`: read a trained (or constructed) stack as
   the recursion it computes, its features as exact polynomials of $x$.
+- :func:`context_conditional_loss`: the test loss given the context, task and query
+  integrated out exactly, the samples of every test loss in :func:`depth_sweep`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import copy
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from .errors import ConfigError, check_choice, check_int
+from .errors import ConfigError, check_choice, check_float, check_int
 from .models import GLU, LSA, Block, InContextRegressor
-from .monomials import PolyMap, monomial_exponents, monomial_name
-from .tasks import TaskConfig, embed
+from .monomials import (
+    PolyMap,
+    evaluate_monomials,
+    monomial_exponents,
+    monomial_name,
+    second_moment,
+)
+from .tasks import Prompts, TaskConfig, embed
 from .theory import one_step_gd_optimum
 
 # ---------------------------------------------------------------------------------------------
@@ -210,12 +220,12 @@ def _glu_for_step(input_dim: int, previous: PolyMap, target: PolyMap, reads: str
 def _full_gamma(gamma, input_dim: int, slots: int) -> np.ndarray:
     gamma = np.asarray(gamma, dtype=np.float64)
     size = input_dim + slots
-    if gamma.shape == (slots, slots):  # theory.md 3.5: Q = -blkdiag(0, Gamma, 0)
+    if gamma.shape == (slots, slots):  # Gamma on the slots only: Q = -blkdiag(0, Gamma, 0)
         full = np.zeros((size, size))
         full[input_dim:, input_dim:] = gamma
         return full
     if gamma.shape != (size, size):
-        raise ConfigError("gamma", gamma.shape, f"a {slots}x{slots} (slots only, theory.md 3.5) "
+        raise ConfigError("gamma", gamma.shape, f"a {slots}x{slots} (slots only) "
                           f"or {size}x{size} ((x; slots)) matrix")
     return gamma
 
@@ -226,7 +236,7 @@ def deep_glu_lsa(input_dim: int, feature_blocks: Sequence[PolyMap], gammas: Sequ
     r"""A depth-$L$ GLU-LSA stack equal to the block-coordinate recursion (module doc).
 
     ``feature_blocks``: $\phi_1..\phi_L$ (each at most $m$ polynomials; fewer are padded with
-    zero slots). ``gammas``: per block an $m \times m$ matrix on the slots (theory.md 3.5, zero
+    zero slots). ``gammas``: per block an $m \times m$ matrix on the slots (zero
     on $x$) or a $(d+m) \times (d+m)$ matrix on $(x; \text{slots})$. Block $\ell$'s GLU writes
     $\phi_\ell - \phi_{\ell-1}$ using units $x_j x_k$ and, if ``glu_reads="x+slots"``,
     $x_j s_i$; its width is the largest number of units any block needs.
@@ -298,6 +308,72 @@ def stack_as_bcd(model: InContextRegressor) -> tuple[list[PolyMap], list[np.ndar
     return features, gammas
 
 
+def _joint_features(features: Sequence[PolyMap]) -> PolyMap:
+    joint = features[0]
+    for f in features[1:]:
+        joint = joint.concat(f)
+    return joint
+
+
+def context_conditional_loss(model: InContextRegressor, task: TaskConfig
+                             ) -> Callable[[Prompts], torch.Tensor]:
+    r"""The test loss of a GD-form stack given the context, with the task and the query
+    integrated out exactly: a function of a batch of prompts returning, per prompt (float64,
+    ``(B,)``), $\mathbb E_{\beta, \epsilon, x_{n+1}}\big[(\hat y - y_{n+1})^2 \mid x_1, \dots,
+    x_n\big]$. Its mean over contexts is the test loss.
+
+    By Theorem 13 (thm-depth-bcd) the stack is the recursion on its own features $\psi_\ell$
+    (:func:`stack_as_bcd`). Run it on the $p$ label vectors $\phi_k(x_i)$ at once (and on
+    $\sigma e_j$ for the noise): with $R^{(0)} = [\Phi, \sigma I_n]$ ($n \times (p + n)$),
+    $K_\ell = \Gamma_\ell \frac1n \Psi_\ell^\top R^{(\ell-1)}$ and
+    $R^{(\ell)} = R^{(\ell-1)} - \Psi_\ell K_\ell$, the prediction is
+    $\hat y = \Psi(x_{n+1})^\top K\,(\beta; \epsilon/\sigma)$ with $\Psi = (\psi_1; \dots; \psi_L)$,
+    $K = (K_1; \dots; K_L)$. The query is independent of the context, so the conditional loss is
+    $\operatorname{tr}(K^\top T K) - 2 \operatorname{tr}(K_\beta^\top C) + \operatorname{tr} S$ with
+    the exact moments $T = \mathbb E[\Psi\Psi^\top]$, $C = \mathbb E[\Psi\phi^\top]$,
+    $S = \mathbb E[\phi\phi^\top]$ (Lemma 3 (lem-gaussian-moments)). The labels and coefficients of
+    the prompts are not used. Isotropic inputs only."""
+    if task.covariance is not None:
+        raise ConfigError("task", task.describe(), "isotropic inputs (exact moments)")
+    if model.input_dim != task.input_dim:
+        raise ConfigError("model", f"d={model.input_dim}", f"d={task.input_dim}")
+    features, gammas = stack_as_bcd(model)
+    target = task.target_features
+    joint = _joint_features(features)
+    second, cross = second_moment(joint), second_moment(joint, target)
+    target_trace = float(np.trace(second_moment(target)))
+    p, noise = target.num_outputs, task.noise_std
+    # every feature block and the target over one monomial basis, evaluated once per batch
+    everything = _joint_features([*features, target])
+    sizes = [f.num_outputs for f in features] + [p]
+    blocks = np.split(everything.coefficients, np.cumsum(sizes)[:-1])
+
+    def conditional_loss(prompts: Prompts) -> torch.Tensor:
+        n = prompts.context_length
+        x = prompts.x[:, :n].double()
+
+        def tensor(a):
+            return torch.as_tensor(a, dtype=torch.float64, device=x.device)
+
+        basis = evaluate_monomials(x, everything.exponents)  # (B, n, K)
+        residual = basis @ tensor(blocks[-1].T)  # (B, n, p): one label vector per beta_k
+        if noise > 0:
+            eye = noise * torch.eye(n, dtype=x.dtype, device=x.device)
+            residual = torch.cat([residual, eye.expand(x.shape[0], n, n)], dim=-1)
+        steps = []
+        for coefficients, gamma in zip(blocks[:-1], gammas, strict=True):
+            psi = basis @ tensor(coefficients.T)  # (B, n, D_l)
+            # einsum, not bmm: far faster for many tiny matrices on a CPU
+            k = torch.einsum("de,bie,biq->bdq", tensor(gamma / n), psi, residual)
+            residual = residual - torch.einsum("bid,bdq->biq", psi, k)
+            steps.append(k)
+        k = torch.cat(steps, dim=1)  # (B, D, p (+ n))
+        predicted = torch.einsum("bdq,de,beq->b", k, tensor(second), k)
+        return predicted - 2 * torch.einsum("bdp,dp->b", k[..., :p], tensor(cross)) + target_trace
+
+    return conditional_loss
+
+
 # ---------------------------------------------------------------------------------------------
 # the reference recursion with optimised preconditioners, and the depth sweep
 
@@ -308,9 +384,9 @@ def reference_model(task: TaskConfig, slots: int, depth: int, glu_reads: str | N
                     ) -> InContextRegressor:
     r"""The recursion over :func:`monomial_schedule` blocks as a constructed stack
     (:func:`deep_glu_lsa`), $\psi_\ell = (x; \phi_\ell)$, started at $\Gamma_1$ = the exact
-    one-step optimum on $\psi_1$ (theory.md 3.3) and $\Gamma_{\ell \ge 2} = 0$: before any
-    optimisation it is the best single block on $\phi_1$. GLUs read $x$ for quadratic tasks
-    and $(x; \text{slots})$ for cubic ones (default)."""
+    one-step optimum on $\psi_1$ (Theorem 9 (thm-feature-optimum)) and $\Gamma_{\ell \ge 2} = 0$:
+    before any optimisation it is the best single block on $\phi_1$. GLUs read $x$ for
+    quadratic tasks and $(x; \text{slots})$ for cubic ones (default)."""
     if task.kind != "poly" or task.degree > 3 or task.covariance is not None:
         raise ConfigError("task", task.describe(), "an isotropic polynomial task of degree <= 3")
     degree = max(task.degree, 2)
@@ -329,8 +405,12 @@ class DepthSweep:
     r"""Trained stacks of several depths with $m$ slots, one wide block, and the reference
     recursion of each depth, all trained together (:func:`depth_sweep`).
 
-    Losses are unnormalised test losses on the same fresh prompts (Monte Carlo, with standard
-    errors); ``exact`` holds the exact loss of the depth-1 models (theory.md 3.3).
+    ``loss`` and ``std_error``: unnormalised test losses and their standard errors, on the same
+    ``test_prompts`` fresh contexts for every model, with the task and the query integrated
+    out exactly (:func:`context_conditional_loss`); ``worst_share``: the largest single
+    context's share of that sum (near 0 for a light-tailed loss, near 1 when one context
+    dominates the mean). ``exact`` holds the exact loss of the depth-1 models
+    (Theorem 9 (thm-feature-optimum) with the model's own features and $\Gamma$).
     """
 
     task: TaskConfig
@@ -349,6 +429,7 @@ class DepthSweep:
     device: str
     test_prompts: int
     diverged: dict[str, bool]
+    worst_share: dict[str, float]
 
     def normalised(self, key: str) -> float:
         return self.loss[key] / self.null_loss
@@ -357,7 +438,7 @@ class DepthSweep:
 def depth_sweep(task: TaskConfig, slots: int, depths: Sequence[int], train_config,
                 wide_slots: int | None = None, glu_reads: str | None = None,
                 reference_depths: Sequence[int] | None = None, learning_rate: float = 0.02,
-                test_prompts: int = 200000, device: torch.device | str = "cpu",
+                test_prompts: int = 20000, device: torch.device | str = "cpu",
                 progress: bool | None = None) -> DepthSweep:
     r"""Train, in one ensemble (:func:`nlicl_lib.ensemble.train_ensemble`), GLU-LSA stacks of
     each depth in ``depths`` with ``slots`` $m$ (GLUs read $x$ for quadratic tasks, $(x;
@@ -366,7 +447,8 @@ def depth_sweep(task: TaskConfig, slots: int, depths: Sequence[int], train_confi
     :func:`reference_model` with its GLUs frozen, so that only its $\Gamma_\ell$ are optimised,
     on the same fresh prompts as the models (no prompt is reused, so the fitted
     $\Gamma_\ell$ cannot overfit a sample); the depth-1 reference is left at its exact optimum.
-    Peak learning rate ``learning_rate`` $/L$.
+    Peak learning rate ``learning_rate`` $/L$. Test losses: :func:`ensemble_test_loss` on
+    ``test_prompts`` contexts, task and query integrated out exactly.
 
     Keys of the results: ``"depth{L}"``, ``"wide"``, ``"reference{L}"``.
     """
@@ -396,8 +478,10 @@ def depth_sweep(task: TaskConfig, slots: int, depths: Sequence[int], train_confi
         train_glu.append(False)
     result = train_ensemble(task, members, train_config, learning_rates=rates,
                             train_glu=train_glu, device=device, progress=progress)
-    mean, error = ensemble_test_loss(result.models, task, num_prompts=test_prompts,
-                                     seed=train_config.seed, device=device)
+    mean, error, samples = ensemble_test_loss(result.models, task, num_prompts=test_prompts,
+                                              seed=train_config.seed, device=device,
+                                              return_samples=True)
+    worst = samples.max(axis=1) / samples.sum(axis=1)
     models = dict(zip(keys, result.models, strict=True))
     exact = {}
     for key, model in models.items():
@@ -415,15 +499,18 @@ def depth_sweep(task: TaskConfig, slots: int, depths: Sequence[int], train_confi
         dict(zip(keys, result.loss_history, strict=True)),
         result.null_loss, result.seconds, result.device, test_prompts,
         dict(zip(keys, result.diverged, strict=True)),
+        dict(zip(keys, map(float, worst), strict=True)),
     )
 
 
 def bcd_reference_loss(task: TaskConfig, slots: int, depth: int, train_config=None,
-                       test_prompts: int = 100000, device: torch.device | str = "cpu"
+                       test_prompts: int = 20000, device: torch.device | str = "cpu"
                        ) -> tuple[float, float]:
-    r"""The reference recursion's test loss (Monte Carlo mean, standard error; unnormalised) for
-    a stack of ``depth`` blocks with ``slots``: :func:`reference_model` with its $\Gamma_\ell$
-    optimised on fresh prompts (default 600 steps of 1000 prompts), as in :func:`depth_sweep`."""
+    r"""The reference recursion's test loss (mean over ``test_prompts`` contexts with the task
+    and query integrated out, standard error; unnormalised) for a stack of ``depth`` blocks with
+    ``slots``: :func:`reference_model` with its $\Gamma_\ell$ optimised on fresh prompts (default
+    600 steps of 1000 prompts), as in :func:`depth_sweep`. Not an optimum: the best
+    $\Gamma_\ell$ of a deep stack have no closed form, and Adam finds good ones, not the best."""
     from .train import TrainConfig
 
     config = train_config or TrainConfig(steps=600, batch_size=1000)
@@ -434,10 +521,35 @@ def bcd_reference_loss(task: TaskConfig, slots: int, depth: int, train_config=No
 
 
 __all__ = [
-    "DepthSweep", "bcd_reference_loss", "context_residuals", "deep_glu_lsa", "depth_sweep",
-    "monomial_schedule", "pad_outputs", "poly_add", "poly_multiply", "reference_model",
-    "stack_as_bcd", "stack_slot_features", "with_input",
+    "DepthSweep", "bcd_reference_loss", "context_conditional_loss", "context_residuals",
+    "deep_glu_lsa", "depth_sweep", "monomial_schedule", "pad_outputs", "poly_add",
+    "poly_multiply", "reference_model", "stack_as_bcd", "stack_slot_features",
+    "with_dense_attention", "with_input",
 ]
+
+
+@torch.no_grad()
+def with_dense_attention(model: InContextRegressor, perturbation_std: float, seed: int = 0
+                         ) -> InContextRegressor:
+    r"""A copy of ``model`` whose attention layers are full ($P_\ell, Q_\ell$ learned, not the GD
+    form) and start from the model's own: $P_\ell = e_De_D^\top + E_\ell$,
+    $Q_\ell = -\mathrm{blkdiag}(\Gamma_\ell^\top, 0) + E'_\ell$ with dense Gaussian $E, E'$ of entry
+    standard deviation ``perturbation_std`` (drawn from ``seed``). The GLUs are copied unchanged,
+    so they still never read the label; ``perturbation_std = 0`` gives the same function. What
+    Remark 14 (rem-full-attention) is about: without the GD form the residual identity of
+    Theorem 13 (thm-depth-bcd) fails (:func:`context_residuals`)."""
+    std = check_float("perturbation_std", perturbation_std, minimum=0.0)
+    gen = torch.Generator().manual_seed(seed)
+    dense = copy.deepcopy(model)
+    for block in dense.blocks:
+        old = block.lsa
+        dtype, device = old.P.dtype, old.P.device
+        lsa = LSA(old.dim, "full").to(dtype=dtype, device=device)
+        for param, start in ((lsa.p, old.P), (lsa.q, old.Q)):
+            noise = torch.randn(old.dim, old.dim, generator=gen, dtype=torch.float64)
+            param.copy_(start + std * noise.to(dtype=dtype, device=device))
+        block.lsa = lsa
+    return dense
 
 
 @torch.no_grad()
@@ -450,8 +562,9 @@ def context_residuals(model: InContextRegressor, x: torch.Tensor, y: torch.Tenso
     residual stream after block $\ell$ (row 0: $y_i$); row $\ell$ of ``residuals`` is
     $y_i - \hat y_\ell(x_i)$, where $\hat y_\ell(x_i)$ is what the first $\ell$ blocks predict
     when $x_i$ is put in the query's place (same context). For stacks whose GLUs never read the
-    label the two agree: the context labels hold the residuals of the model's own partial
-    predictor."""
+    label and whose attention is in GD form the two agree, Theorem 13 (thm-depth-bcd): the
+    context labels hold the residuals of the model's own partial predictor. With full
+    attention they do not, Remark 14 (rem-full-attention) (:func:`with_dense_attention`)."""
     n = x.shape[0] - 1
     slots = model.feature_slots
     _, stream = model(embed(x[None], y[None], slots), return_stream=True)

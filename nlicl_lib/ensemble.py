@@ -1,13 +1,14 @@
 r"""Train several structured GLU-LSA models at once, in one tensor pass per step (the fast path of
 the sweeps in chapters 4 and 5).
 
-Every member is a stack of bilinear GLU-LSA blocks with sparse attention (theory.md 2, 3.5): block
-$\ell$'s GLU reads $(x; \text{slots})$ and adds $W_3^{(\ell)}\big((W_1^{(\ell)} z) \odot
-(W_2^{(\ell)} z)\big)$ to the slots, its attention moves every label by
-$-\psi_j^\top \Gamma_\ell\, g_\ell$ with $\psi = (x; \text{slots})$ and
-$g_\ell = \frac1n \sum_{i \le n} (\text{label}_i)\, \psi_i$. Members may differ in slots $m$,
-width $h$, depth $L$, what the GLU reads, initial weights and learning rate: they are zero-padded
-to the largest $m$, $h$ and $L$, and masks keep the padding at zero. A padded slot is never
+Every member is a stack of bilinear GLU-LSA blocks with sparse attention (Definition 2
+(def-models), Theorem 13 (thm-depth-bcd)): block $\ell$'s GLU reads $(x; \text{slots})$ and
+adds $W_3^{(\ell)}\big((W_1^{(\ell)} z) \odot (W_2^{(\ell)} z)\big)$ to the slots, its
+attention moves every label by $-\psi_j^\top \Gamma_\ell\, g_\ell$ with
+$\psi = (x; \text{slots})$ and $g_\ell = \frac1n \sum_{i \le n} (\text{label}_i)\, \psi_i$.
+Members may differ in slots $m$, width $h$, depth $L$, what the GLU reads, initial weights and
+learning rate: they are zero-padded to the largest $m$, $h$ and $L$, and masks keep the padding
+at zero. A padded slot is never
 written, a padded unit is $0$, a padded block adds nothing, so each member computes exactly what
 it computes alone; the summed loss gives each member its own gradient, and Adam and gradient
 clipping act per member. Member $e$ therefore follows the run
@@ -321,18 +322,40 @@ def train_ensemble(
 @torch.no_grad()
 def ensemble_test_loss(models: Sequence[InContextRegressor], task: TaskConfig,
                        num_prompts: int = 40000, batch_size: int = 10000, seed: int = 0,
-                       device: torch.device | str = "cpu") -> tuple[np.ndarray, np.ndarray]:
-    r"""Monte Carlo test loss of every model on the same test prompts (stream ``STREAM_TEST``):
-    returns (mean, standard error), each ``(E,)``, unnormalised. The models run as one stack."""
+                       device: torch.device | str = "cpu", integrate: str = "task+query",
+                       return_samples: bool = False):
+    r"""Test loss of every model on the same test prompts (stream ``STREAM_TEST``): returns
+    (mean, standard error), each ``(E,)``, unnormalised; with ``return_samples`` also the
+    per-prompt samples, ``(E, num_prompts)``.
+
+    The samples are those of :func:`nlicl_lib.evaluate.squared_error_sampler`. Every member is
+    a GD-form stack whose GLUs never read the label (Theorem 13 (thm-depth-bcd)), so by default
+    the task coefficients and the query are integrated out exactly and only the context inputs
+    are sampled; ``integrate="none"`` is plain Monte Carlo, with the models run as one stack."""
+    from .evaluate import squared_error_sampler
+
     device = resolve_device(device)
-    stack = StackedGLULSA(list(models), task.input_dim).to(device=device)
-    errors = []
-    for step in range(max(1, math.ceil(num_prompts / batch_size))):
-        prompts = sample_prompts(task, batch_size, seed, step, device, STREAM_TEST,
-                                 dtype=stack.w1.dtype)
-        errors.append(((stack(prompts.x, prompts.y) - prompts.query_label) ** 2).double().cpu())
-    errors = torch.cat(errors, dim=1).numpy()
-    return errors.mean(axis=1), errors.std(axis=1) / math.sqrt(errors.shape[1])
+    if integrate == "task+query":
+        samplers = [squared_error_sampler(model, task, integrate) for model in models]
+
+        def sample(prompts):
+            return torch.stack([s(prompts) for s in samplers])
+        dtype = torch.float64
+    else:
+        stack = StackedGLULSA(list(models), task.input_dim).to(device=device)
+        sample = squared_error_sampler(lambda prompts: stack(prompts.x, prompts.y), task,
+                                       integrate)
+        dtype = stack.w1.dtype
+    samples, drawn, step = [], 0, 0
+    while drawn < num_prompts:
+        size = min(batch_size, num_prompts - drawn)
+        prompts = sample_prompts(task, size, seed, step, device, STREAM_TEST, dtype=dtype)
+        samples.append(sample(prompts).cpu())
+        drawn += size
+        step += 1
+    samples = torch.cat(samples, dim=1).numpy()
+    mean, error = samples.mean(axis=1), samples.std(axis=1) / math.sqrt(samples.shape[1])
+    return (mean, error, samples) if return_samples else (mean, error)
 
 
 __all__ = ["EnsembleResult", "StackedGLULSA", "train_ensemble", "ensemble_test_loss"]

@@ -62,7 +62,7 @@ def kernel_gd(prompts: Prompts, gamma, features: FeatureMap) -> torch.Tensor:
 
 def block_coordinate_descent(prompts: Prompts, feature_blocks: Sequence[FeatureMap],
                              gammas: Sequence, return_residuals: bool = False):
-    r"""One cyclic pass of block-coordinate descent (theory.md 3.5):
+    r"""One cyclic pass of block-coordinate descent, Theorem 13 (thm-depth-bcd):
     $r^{(0)}_i = y_i$, $g_\ell = \frac1n \sum_i r^{(\ell-1)}_i \phi_\ell(x_i)$,
     $r^{(\ell)}_i = r^{(\ell-1)}_i - \phi_\ell(x_i)^\top \Gamma_\ell g_\ell$,
     $\hat y = \sum_\ell \phi_\ell(x_{n+1})^\top \Gamma_\ell g_\ell$.

@@ -1,6 +1,7 @@
 """Exact float64 identities of chapter 5: the deep GLU-LSA construction is the block-coordinate
-recursion of theory.md 3.5, label slots and query slot after every block; any bilinear stack
-is the recursion on its own features; the ensemble computes what each model computes alone."""
+recursion of Theorem 13 (thm-depth-bcd), label slots and query slot after every block; any
+bilinear stack is the recursion on its own features; the ensemble computes what each model
+computes alone."""
 
 import numpy as np
 import pytest
@@ -27,7 +28,7 @@ from nlicl_lib.train import TrainConfig, train
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-CASES = [  # (degree, slots m, depth L, what the GLUs read, Gamma on "slots" (3.5) or (x; slots))
+CASES = [  # (degree, slots m, depth L, what the GLUs read, Gamma on the "slots" only or (x; slots))
     (2, 3, 4, "x", "slots"),
     (2, 3, 3, "x+slots", "full"),
     (2, 6, 2, "x", "full"),
@@ -47,7 +48,7 @@ def test_construction_is_block_coordinate_descent(degree, slots, depth, reads, f
     model = deep_glu_lsa(d, blocks, gammas, slots, reads)
     prompts = sample_prompts(task, 64, seed=3, step=0, dtype=torch.float64)
     prediction, stream = model(prompts.embed(slots), return_stream=True)
-    if form == "slots":  # theory.md 3.5 exactly: Q = -blkdiag(0, Gamma, 0), features phi_l only
+    if form == "slots":  # Q = -blkdiag(0, Gamma, 0): a zero x-block, features phi_l only
         features = [pad_outputs(b, slots) for b in blocks]
     else:
         features = [with_input(pad_outputs(b, slots)) for b in blocks]
