@@ -151,6 +151,18 @@ def name_toggles_by_their_text(app: Any, pagename: str, templatename: str, conte
         context["body"] = context["body"].replace(HIDDEN_CELL_SUMMARY, "<summary>")
 
 
+CITATION_LIST = '<div role="list" class="citation-list">'
+
+
+def unlist_citations(app: Any, pagename: str, templatename: str, context: dict,
+                     doctree: Any) -> None:
+    """docutils marks the bibliography ``role="list"`` but its entries ``role="doc-biblioentry"``,
+    which a list may not contain (axe-core: aria-required-children, critical). Without the role
+    the entries keep their own, which is what a bibliography is."""
+    if CITATION_LIST in context.get("body", ""):
+        context["body"] = context["body"].replace(CITATION_LIST, '<div class="citation-list">')
+
+
 # --- run times -----------------------------------------------------------------------------
 
 
@@ -357,6 +369,7 @@ def setup(app: Any) -> dict[str, Any]:
     app.add_directive("nlicl-run-times", RunTimes)
     app.connect("html-page-context", point_colab_button, priority=550)
     app.connect("html-page-context", name_toggles_by_their_text)
+    app.connect("html-page-context", unlist_citations)
     app.connect("build-finished", write_colab_notebooks, priority=900)
     app.connect("doctree-resolved", fill_run_times)
     app.connect("env-get-outdated", always_reread)
