@@ -22,6 +22,7 @@ Set ``NLICL_SCREENSHOTS=DIR`` to save a screenshot of every page (desktop and ph
 from __future__ import annotations
 
 import functools
+import html
 import json
 import os
 import re
@@ -139,6 +140,30 @@ def test_pages_load_nothing_from_outside(built: None) -> None:
         if external:
             offenders[page] = external
     assert not offenders, f"pages load assets from outside the site: {offenders}"
+
+
+RAW_TEX = re.compile(r"\$|\\(?:operatorname|mathbb|mathcal|frac|top|sum)\b")
+
+
+def _prose_text(page_html: str) -> str:
+    """The page's main text as a reader sees it, without math (MathJax draws it), code and
+    scripts: TeX left in it means Markdown broke a formula (a line starting with "+ " inside
+    $...$ becomes a list item, for instance)."""
+    main = page_html[page_html.find("<main"):page_html.find("</main>")]
+    for pattern in (r"<script.*?</script>", r"<pre.*?</pre>",
+                    r'<span class="math[^"]*">.*?</span>', r'<div class="math[^"]*">.*?</div>'):
+        main = re.sub(pattern, " ", main, flags=re.DOTALL)
+    return html.unescape(re.sub(r"<[^>]+>", " ", main))
+
+
+def test_no_raw_tex_in_the_text(built: None) -> None:
+    offenders = {}
+    for page in PAGES:
+        text = _prose_text((HTML_DIR / page).read_text(encoding="utf-8"))
+        hits = [text[max(0, m.start() - 50):m.end() + 30] for m in RAW_TEX.finditer(text)]
+        if hits:
+            offenders[page] = hits[:3]
+    assert not offenders, f"TeX outside MathJax (a formula Markdown broke): {offenders}"
 
 
 def test_chapter_pages_are_small(built: None) -> None:
