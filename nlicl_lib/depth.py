@@ -297,6 +297,18 @@ def stack_slot_features(model: InContextRegressor) -> list[PolyMap]:
     return out
 
 
+def is_gd_form_stack(model: object) -> bool:
+    r"""Whether ``model`` satisfies the assumptions of Theorem 13 (thm-depth-bcd): every block
+    has GD-form (sparse) attention and a bilinear GLU that reads $x$ or $(x; \text{slots})$,
+    never the label, and writes the slots. Then its prediction is linear in the context labels
+    and :func:`context_conditional_loss` gives its exact loss given the context."""
+    if not isinstance(model, InContextRegressor) or not len(model.blocks):
+        return False
+    return all(block.lsa.attention == "sparse" and block.glu is not None
+               and block.glu.activation == "none" and block.glu.writes == "slots"
+               and block.glu.reads != "all" for block in model.blocks)
+
+
 def stack_as_bcd(model: InContextRegressor) -> tuple[list[PolyMap], list[np.ndarray]]:
     r"""The recursion a stack computes: features $\psi_\ell = (x; s_\ell)$ and its
     $\Gamma_\ell$ (sparse attention), for :func:`nlicl_lib.predictors.block_coordinate_descent`."""

@@ -31,6 +31,7 @@ import torch
 
 from .device import describe_device, resolve_device
 from .errors import ConfigError
+from .evaluate import squared_error_sampler
 from .experiment import ModelConfig, build_model
 from .models import InContextRegressor
 from .monomials import evaluate_monomials, monomial_exponents
@@ -332,7 +333,6 @@ def ensemble_test_loss(models: Sequence[InContextRegressor], task: TaskConfig,
     a GD-form stack whose GLUs never read the label (Theorem 13 (thm-depth-bcd)), so by default
     the task coefficients and the query are integrated out exactly and only the context inputs
     are sampled; ``integrate="none"`` is plain Monte Carlo, with the models run as one stack."""
-    from .evaluate import squared_error_sampler
 
     device = resolve_device(device)
     if integrate == "task+query":

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .depth import context_conditional_loss
 from .errors import ConfigError, check_choice, check_float, check_int
 from .models import InContextRegressor
 from .seeding import STREAM_TEST
@@ -173,8 +174,6 @@ def squared_error_sampler(predict: Callable[[Prompts], torch.Tensor] | InContext
     :class:`~nlicl_lib.models.InContextRegressor`)."""
     check_choice("integrate", integrate, INTEGRATIONS)
     if integrate == "task+query":
-        from .depth import context_conditional_loss
-
         if not isinstance(predict, InContextRegressor):
             raise ConfigError("integrate", integrate, "'none' or 'task' for a predictor that is "
                               "not a GD-form stack (InContextRegressor)")

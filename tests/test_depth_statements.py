@@ -20,6 +20,7 @@ import torch
 from nlicl_lib.depth import (
     context_conditional_loss,
     context_residuals,
+    is_gd_form_stack,
     reference_model,
     stack_as_bcd,
     with_dense_attention,
@@ -194,3 +195,16 @@ def test_ensemble_and_single_model_estimates_use_the_same_samples():
                               min_prompts=3000, max_prompts=3000)
         assert alone.num_prompts == 3000
         np.testing.assert_allclose([alone.mean, alone.std_error], [mean[k], error[k]], rtol=1e-9)
+
+
+def test_is_gd_form_stack_is_what_theorem_13_assumes():
+    """run_experiment integrates the task and the query out exactly only for stacks that
+    satisfy Theorem 13 (thm-depth-bcd): sparse attention, bilinear GLUs not reading the label."""
+    task = TaskConfig("poly", input_dim=3, context_length=20, degree=2)
+    assert is_gd_form_stack(build_model(ModelConfig("glu-lsa", depth=2), task))
+    assert is_gd_form_stack(build_model(
+        ModelConfig("glu-lsa", depth=2, glu_reads="x"), task))
+    assert not is_gd_form_stack(build_model(
+        ModelConfig("glu-lsa", depth=2, glu_reads="all"), task))
+    assert not is_gd_form_stack(build_model(ModelConfig("lsa", depth=2), task))
+    assert not is_gd_form_stack(lambda prompts: prompts.x[:, -1, 0])
