@@ -41,7 +41,7 @@ from .errors import ConfigError
 from .models import InContextRegressor
 from .monomials import PolyMap, second_moment
 from .tasks import Prompts, TaskConfig
-from .theory import null_loss
+from .theory import best_linear_loss, null_loss
 
 
 def predict_at_queries(model: InContextRegressor, prompts: Prompts, queries: torch.Tensor
@@ -158,8 +158,7 @@ def normalised_bounds(task: TaskConfig) -> dict[str, float]:
     r"""The best linear and the best affine predictor's loss over $\mathbb E[y^2]$: the bound of
     Corollary 7 (cor-linear-bound) for tokens without and with a constant entry."""
     null = null_loss(task)
-    linear = best_predictor_loss(task, PolyMap.monomials(task.input_dim, [1]))
-    return {"linear": linear / null, "affine": best_affine_loss(task) / null}
+    return {"linear": best_linear_loss(task) / null, "affine": best_affine_loss(task) / null}
 
 
 @dataclass

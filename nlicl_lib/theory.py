@@ -136,6 +136,22 @@ def gd_optimum_from_moments(moments: GDMoments) -> OneStepOptimum:
     return OneStepOptimum(gamma, gd_loss_from_moments(gamma, moments), moments.s_ff_trace)
 
 
+def best_step_size(gamma: np.ndarray, moments: GDMoments) -> tuple[float, float]:
+    r"""The best multiple $c\,\Gamma$ of a fixed preconditioner and its loss. By
+    Theorem 9 (thm-feature-optimum) the loss is quadratic in $c$,
+    $\mathcal L(c\Gamma) = c^2 A - 2cB + \operatorname{tr} S$ with
+    $A = \operatorname{tr}(\Gamma^\top T \Gamma B)$ and $B_\Gamma = \operatorname{tr}(\Gamma^\top C C^\top)$,
+    so $c^* = B_\Gamma / A$ and $\mathcal L(c^*\Gamma) = \operatorname{tr} S - B_\Gamma^2 / A$.
+    Returns $(c^*, \mathcal L(c^*\Gamma))$."""
+    gamma = np.asarray(gamma, dtype=np.float64)
+    curvature = float(np.trace(gamma.T @ moments.s_pp @ gamma @ moments.b))
+    if curvature <= 0:
+        raise ConfigError("gamma", "zero on the features", "a preconditioner with a nonzero step")
+    slope = float(np.trace(gamma.T @ moments.s_pf @ moments.s_pf.T))
+    step = slope / curvature
+    return step, gd_loss_from_moments(step * gamma, moments)
+
+
 def one_step_gd_loss(gamma: np.ndarray, target: PolyMap, features: PolyMap, context_length: int,
                      noise_std: float = 0.0) -> float:
     r"""Exact loss of $\hat y = \psi_{n+1}^\top \Gamma \frac1n \sum_i y_i \psi_i$ (any $\Gamma$)."""
@@ -284,7 +300,5 @@ def one_step_gd_asymptote(task: TaskConfig) -> float:
     if task.kind == "linear":
         d = task.input_dim
         return float(d * (d + 1))  # Theorem 5 (thm-linear-optimum): d(d+1)/(n+d+1)
-    phi = task.target_features
-    s = second_moment(phi)
-    fourth = weighted_second_moment(squared_norm(phi), phi)
-    return float(np.trace(np.linalg.solve(s, fourth)) - np.trace(s))
+    moments = feature_moments(task.target_features, task.target_features)  # T = S, fourth = F
+    return float(np.trace(np.linalg.solve(moments.s_pp, moments.fourth)) - moments.s_ff_trace)

@@ -22,6 +22,8 @@ import pytest
 import sympy
 
 from nlicl_lib import theory
+from nlicl_lib.constructions import polynomial_kernel_gamma
+from nlicl_lib.errors import ConfigError
 from nlicl_lib.monomials import PolyMap, moment_matrix, squared_norm
 from nlicl_lib.sweeps import context_length_grid
 from nlicl_lib.tasks import TaskConfig
@@ -253,3 +255,21 @@ def test_exercise_3_2_seed_1_large_keeps_every_direction_and_normal_loses_one():
         else:
             assert result.test_loss / optimum.loss > 1.02  # stalls on the one-direction plateau
     assert used == {"large": 6, "normal": 5}
+
+
+def test_best_step_size_is_the_minimum_along_gamma():
+    """best_step_size: c* = B / A and L(c* Gamma) = tr S - B^2 / A, against a fine scan of c."""
+    task = TaskConfig("poly", input_dim=3, context_length=20, degree=2)
+    moments = theory.gd_moments(task.target_features, theory.kernel_features(3, 2), 20)
+    gamma = polynomial_kernel_gamma(3, 2.5)
+    step, loss = theory.best_step_size(gamma, moments)
+    scan = [theory.gd_loss_from_moments(c * gamma, moments)
+            for c in step * np.linspace(0.9, 1.1, 201)]
+    assert loss == pytest.approx(min(scan), rel=1e-12)
+    assert loss <= min(scan) + 1e-12
+    # the page's former three-evaluation form gives the same step
+    plus, minus = (theory.gd_loss_from_moments(s * gamma, moments) for s in (1, -1))
+    curvature = (plus + minus) / 2 - moments.s_ff_trace
+    assert step == pytest.approx((minus - plus) / 4 / curvature, rel=1e-12)
+    with pytest.raises(ConfigError, match="gamma"):
+        theory.best_step_size(0 * gamma, moments)
