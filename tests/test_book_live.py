@@ -5,11 +5,13 @@ build, no browser (they run with ``make test``)."""
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 
 import nbformat
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -125,3 +127,80 @@ def test_run_times_come_from_the_execution_cache(tmp_path: Path):
     assert list(pages) == ["book/ch2"]
     assert pages["book/ch2"].seconds == pytest.approx(12.5)
     assert pages["book/ch2"].exercises[0]["id"] == "2.1"
+
+
+# --- the one repository setting -------------------------------------------------------------
+
+
+def repository_setting() -> tuple[str, str]:
+    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    return config["repository"]["url"], config["repository"]["branch"]
+
+
+def test_the_repository_setting_is_usable_and_the_readme_uses_it():
+    url, branch = repository_setting()
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert live.repository_problems(url, branch, readme) == []
+    assert f"git clone {url}.git" in readme
+
+
+@pytest.mark.parametrize(("url", "branch", "readme", "wanted"), [
+    (None, "main", None, "repository.url is not set"),
+    ("", "main", None, "repository.url is not set"),
+    ("https://gitlab.com/a/b", "main", None, "allowed: https://github.com/<owner>/<repo>"),
+    ("https://github.com/a", "main", None, "allowed: https://github.com/<owner>/<repo>"),
+    ("https://github.com/a/b", "", None, "repository.branch is not set"),
+    ("https://github.com/a/b", "main", "git clone https://github.com/c/d.git",
+     "README.md names ['github.com/c/d.git']"),
+    ("https://github.com/a/b", "main", "no address at all", "does not name the repository"),
+])
+def test_repository_problems_name_the_setting_and_what_is_allowed(url, branch, readme, wanted):
+    problems = live.repository_problems(url, branch, readme)
+    assert any(wanted in problem for problem in problems), problems
+
+
+def test_the_build_stops_at_its_start_on_a_bad_repository_setting(tmp_path):
+    (tmp_path / "README.md").write_text("git clone https://github.com/a/b.git\n")
+
+    class App:
+        srcdir = str(tmp_path)
+
+    class Config:
+        html_theme_options = {"repository_url": "https://github.com/a/b", "repository_branch": "main"}
+
+    live.check_repository(App, Config)  # fine
+    Config.html_theme_options = {"repository_branch": "main"}
+    with pytest.raises(live.ConfigError, match="repository.url is not set"):
+        live.check_repository(App, Config)
+
+
+def test_colab_install_cell_installs_the_library_from_a_clone_in_a_fresh_venv(tmp_path):
+    """The Colab copy's first cell, as the build writes it from the repository setting but with
+    the address of a local clone (a file URL), run as on Colab (``google.colab`` imported) in a
+    fresh virtual environment: it installs nlicl_lib from the clone's branch, without touching
+    the dependencies (Colab has them)."""
+    url, branch = repository_setting()
+    cell = live.colab_notebook(executed_notebook(), url, branch).cells[0].source
+    assert f"git+{url}.git@{branch}" in cell, "the install cell does not use the setting"
+    clone = tmp_path / "nlicl.git"
+    subprocess.run(["git", "clone", "--quiet", "--bare", str(ROOT), str(clone)], check=True)
+    heads = subprocess.run(["git", "-C", str(clone), "branch", "--list", branch],
+                           capture_output=True, text=True, check=True).stdout
+    if not heads.strip():
+        pytest.skip(f"this checkout has no branch {branch!r} to clone")
+    local = live.install_source(f"file://{tmp_path / 'nlicl'}", branch)
+    assert local == cell.replace(url, f"file://{tmp_path / 'nlicl'}")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    as_on_colab = ("import sys, types\n"
+                   "sys.modules['google.colab'] = types.ModuleType('google.colab')\n" + local)
+    subprocess.run([str(python), "-c", as_on_colab], check=True, cwd=tmp_path, timeout=600)
+    shown = subprocess.run([str(python), "-m", "pip", "show", "--files", "nlicl_lib"],
+                           capture_output=True, text=True, check=True, cwd=tmp_path).stdout
+    assert "Version: " in shown and "nlicl_lib/__init__.py" in shown
+    installed = subprocess.run(
+        [str(python), "-c", "import importlib.util; print(importlib.util.find_spec('nlicl_lib').origin)"],
+        capture_output=True, text=True, check=True, cwd=tmp_path).stdout.strip()
+    assert installed.startswith(str(venv)), installed
+    assert (Path(installed).parent / "theory.py").exists()

@@ -27,12 +27,14 @@ import copy
 import math
 import os
 import platform
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from docutils import nodes
 from docutils.parsers.rst import Directive
+from sphinx.errors import ConfigError
 
 COLAB_DIR = "_colab"
 EXERCISE_KEY = "nlicl_exercise"  # nlicl_lib.exercises.METADATA_KEY (not imported: no torch here)
@@ -89,9 +91,56 @@ def colab_notebook(notebook: Any, repository_url: str, branch: str) -> Any:
     return result
 
 
+GITHUB_REPOSITORY = re.compile(r"^https://github\.com/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+"""What ``repository.url`` of ``_config.yml`` must look like: Binder and Colab open GitHub
+repositories only, and the Colab install cell installs from ``<url>.git``."""
+
+
 def _repository(app: Any) -> tuple[str | None, str]:
     options = app.config.html_theme_options or {}
     return options.get("repository_url"), options.get("repository_branch") or "main"
+
+
+def repository_problems(url: str | None, branch: str | None, readme: str | None = None) -> list[str]:
+    """What is wrong with the book's one repository setting (``repository.url`` and
+    ``repository.branch`` of ``_config.yml``), which the Binder and Colab buttons, the Colab
+    install cell and the README's clone command all use; an empty list when nothing is.
+
+    ``readme`` is the README's text: every ``github.com/<owner>/<repo>`` address in it must be
+    the setting's (the README is read by people, so it cannot read the setting itself).
+    """
+    problems = []
+    if not url:
+        problems.append("repository.url is not set in _config.yml: the Binder and Colab buttons "
+                        "and the Colab install cell need it (https://github.com/<owner>/<repo>)")
+    elif not GITHUB_REPOSITORY.match(url.rstrip("/")):
+        problems.append(f"repository.url is {url!r} in _config.yml; allowed: "
+                        "https://github.com/<owner>/<repo> (Binder and Colab open GitHub only)")
+    if not branch:
+        problems.append("repository.branch is not set in _config.yml")
+    if readme is not None and url and GITHUB_REPOSITORY.match(url.rstrip("/")):
+        wanted = url.rstrip("/").removeprefix("https://")
+        found = set(re.findall(r"github\.com/[A-Za-z0-9_.-]+/[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*",
+                               readme))
+        others = sorted(f for f in found if f.removesuffix(".git") != wanted)
+        if others:
+            problems.append(f"README.md names {others}, but repository.url in _config.yml is "
+                            f"{url!r}: the README must use the setting's address")
+        if not found:
+            problems.append(f"README.md does not name the repository {url!r} (its clone command)")
+    return problems
+
+
+def check_repository(app: Any, config: Any) -> None:
+    """Fail the build at its start when the repository setting is unusable (see
+    :func:`repository_problems`)."""
+    options = config.html_theme_options or {}
+    readme = Path(app.srcdir) / "README.md"
+    problems = repository_problems(options.get("repository_url"),
+                                   options.get("repository_branch"),
+                                   readme.read_text(encoding="utf-8") if readme.exists() else None)
+    if problems:
+        raise ConfigError("; ".join(problems))
 
 
 def write_colab_notebooks(app: Any, exception: Exception | None) -> None:
@@ -365,6 +414,7 @@ def merge(app: Any, env: Any, docnames: set, other: Any) -> None:
 
 def setup(app: Any) -> dict[str, Any]:
     app.add_config_value("nlicl_colab_branch", "gh-pages", "html")
+    app.connect("config-inited", check_repository)
     app.add_node(run_times_node)
     app.add_directive("nlicl-run-times", RunTimes)
     app.connect("html-page-context", point_colab_button, priority=550)
