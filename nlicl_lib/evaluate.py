@@ -71,8 +71,8 @@ class LossEstimate:
 
     def __str__(self) -> str:
         exact = "" if self.integrated == "none" else f", {self.integrated} integrated exactly"
-        return (f"{self.mean:.5g} +- {self.std_error:.2g} ({100 * self.relative_error:.2f}% MC "
-                f"error, {self.num_prompts} prompts{exact})")
+        return (f"{self.mean:.5g} ± {self.std_error:.2g} (Monte Carlo error "
+                f"{100 * self.relative_error:.2g}%, {self.num_prompts:,} prompts{exact})")
 
 
 def model_predictor(model: InContextRegressor) -> Callable[[Prompts], torch.Tensor]:

@@ -31,6 +31,7 @@ exercise's run time). The book's instructors page reads these from the build.
 from __future__ import annotations
 
 import math
+import textwrap
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -92,6 +93,22 @@ class CheckResult:
     seconds: float | None = None
 
 
+def _signed_percent(fraction: float) -> str:
+    """A relative difference for a message: ``+0.36%``; below 0.01% (rounding, or an exact
+    match) it says so instead of printing ``+1.6e-14%``."""
+    if fraction == 0:
+        return "no difference"
+    if abs(fraction) < 1e-4:
+        return "less than 0.01% apart"
+    return f"{100 * fraction:+.2g}%"
+
+
+def _tolerance(rel: float) -> str:
+    """An allowed relative difference for a message: ``±2%``, or ``rounding only`` for the
+    checks that compare a formula with the library's closed form (``rel`` below 0.01%)."""
+    return f"allowed ±{100 * rel:.2g}%" if rel >= 1e-4 else "allowed: rounding only"
+
+
 def relative_difference(value: float, reference: float) -> float:
     r"""$(v - r) / |r|$; the absolute difference when $r = 0$."""
     return (value - reference) / abs(reference) if reference != 0 else value - reference
@@ -147,7 +164,7 @@ def check_close(value: float, reference: float, rel: float = 0.05, *, exercise: 
     value, reference, rel = _check_numbers(value, reference, rel)
     difference = relative_difference(value, reference)
     numbers = (f"{what} = {value:.5g}, {theory} = {reference:.5g} "
-               f"({100 * difference:+.2g}%; allowed ±{100 * rel:.2g}%)")
+               f"({_signed_percent(difference)}; {_tolerance(rel)})")
     if abs(difference) > rel:
         raise ExerciseFailed(f"{_prefix(exercise)}{what} does not match {theory}: {numbers}.",
                              hint)
@@ -162,7 +179,7 @@ def check_at_least(value: float, bound: float, rel: float = 0.02, *, exercise: s
     (``rel`` allows for Monte Carlo error)."""
     value, bound, rel = _check_numbers(value, bound, rel)
     difference = relative_difference(value, bound)
-    numbers = f"{what} = {value:.5g}, {theory} = {bound:.5g} ({100 * difference:+.1f}%)"
+    numbers = f"{what} = {value:.5g}, {theory} = {bound:.5g} ({_signed_percent(difference)})"
     if value < bound - rel * abs(bound):
         raise ExerciseFailed(
             f"{_prefix(exercise)}{what} is below {theory}, which theory says no model of this "
@@ -178,7 +195,7 @@ def check_at_most(value: float, limit: float, rel: float = 0.0, *, exercise: str
     r"""Pass when $v \le (1 + \mathrm{rel})\, \ell$: the value gets below ``limit``."""
     value, limit, rel = _check_numbers(value, limit, rel)
     difference = relative_difference(value, limit)
-    numbers = f"{what} = {value:.5g}, {theory} = {limit:.5g} ({100 * difference:+.1f}%)"
+    numbers = f"{what} = {value:.5g}, {theory} = {limit:.5g} ({_signed_percent(difference)})"
     if value > limit + rel * abs(limit):
         raise ExerciseFailed(f"{_prefix(exercise)}{what} is not below {theory}: {numbers}.",
                              hint)
@@ -210,6 +227,8 @@ def attempt(exercise: str, run: Callable[..., Any], /, **answers: Any) -> None:
     missing = [name for name, value in answers.items() if value is None]
     if missing:
         names = ", ".join(f"`{name}`" for name in missing)
-        print(f"Exercise {exercise}: set {names} (replace None) and run this cell again.")
+        # wrapped: the line sits in the exercise's box, narrower than the page
+        print(textwrap.fill(f"Exercise {exercise}: set {names} (now None) and run the cell.",
+                            68))
         return
     run(**answers)

@@ -28,13 +28,16 @@ Figures are drawn into an ``ipywidgets.Output`` with :func:`nlicl_lib.display.sh
 would need ``anywidget``), and only core widgets are used, which Colab's built-in ipywidgets
 (7.x) also has.
 
-In the book build (``NLICL_BOOK_BUILD=1``) a panel renders its controls with a note that it
-trains when the page runs live: nothing is trained or timed and no figure is drawn (the
-static page has figures with sliders over precomputed sweeps instead).
+In the book build (``NLICL_BOOK_BUILD=1``) a panel creates no widgets and shows as static
+HTML (:meth:`TrainingPanel.static_html`): a note that it trains when the page runs live, then
+its controls, disabled at their defaults, and a disabled Train button. Nothing is trained or
+timed and no figure is drawn (the static page has figures with sliders over precomputed
+sweeps instead), and the site needs no widget manager.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -332,6 +335,79 @@ def smooth_curve(values: np.ndarray, points: int = 300) -> tuple[np.ndarray, np.
     return steps, smooth
 
 
+# --- the static panel of the book build ----------------------------------------------------
+
+STATIC_NOTICE = ("This panel trains only when the chapter runs live: on Binder, on Colab or in "
+                 "your own Jupyter (the launch and download buttons at the top of the page). "
+                 "Here its controls show the default settings and cannot be changed; the "
+                 "figures above show runs computed when the book was built.")
+"""The note at the top of a panel in the book build."""
+STATIC_DEVICE = "Device: chosen when the page runs live (CUDA when present, otherwise the CPU)."
+STATIC_ESTIMATE = ("Expected time: measured when the page runs live; the default settings take "
+                   "20 s or less on 2 CPU cores.")
+
+_static_panel_ids = itertools.count()
+
+
+@dataclass
+class StaticControl:
+    """A control of a panel in the book build, which creates no ipywidgets: it holds the
+    parameter's value, so that :attr:`TrainingPanel.settings` reads the defaults."""
+
+    value: Any
+    disabled: bool = True
+
+
+def _number(value: float) -> str:
+    """An HTML attribute value for a number (no float noise: ``0.1``, ``-1.69897``)."""
+    return str(int(value)) if float(value).is_integer() else f"{float(value):.6g}"
+
+
+def shown_value(param: Param, value: Any) -> str:
+    """``value`` as the panel's control shows it: an integer, a float to 3 significant
+    digits (the sliders' ``readout_format``), or the option."""
+    if param.options is None and not param.is_int:
+        return f"{float(value):.3g}"
+    return str(value)
+
+
+def static_control_html(param: Param, control_id: str, value: Any = None) -> str:
+    """A disabled HTML control for ``param`` at ``value`` (default: the parameter's default),
+    labelled like its ipywidget: a range input with the value shown beside it for a slider (on
+    a log slider the range runs over the exponent, as ipywidgets' ``FloatLogSlider`` does), a
+    group of radio buttons for the toggle buttons of ``options``."""
+    value = param.default if value is None else value
+    tip = f' title="{escape(param.help)}"' if param.help else ""
+    label = escape(param.label)
+    if param.options is not None:
+        choices = []
+        for index, option in enumerate(param.options):
+            option_id = f"{control_id}-{index}"
+            checked = " checked" if option == value else ""
+            choices.append(
+                f'<span class="nlicl-static-option"><input type="radio" id="{option_id}" '
+                f'name="{control_id}" value="{escape(str(option))}"{checked} disabled>'
+                f'<label for="{option_id}">{escape(str(option))}</label></span>')
+        return (f'<fieldset class="nlicl-static-control nlicl-static-choice" id="{control_id}" '
+                f'{tip} disabled><legend>{label}</legend>'
+                f'<span class="nlicl-static-options">{"".join(choices)}</span></fieldset>')
+    if param.is_int:
+        low, high, step, position = (int(param.minimum), int(param.maximum),
+                                     int(param.step or 1), int(value))
+    elif param.log:
+        low, high = math.log10(param.minimum), math.log10(param.maximum)
+        step, position = param.step or 0.1, math.log10(value)
+    else:
+        low, high, position = param.minimum, param.maximum, value
+        step = param.step or (param.maximum - param.minimum) / 100
+    shown = escape(shown_value(param, value))
+    return (f'<div class="nlicl-static-control nlicl-static-slider"{tip}>'
+            f'<label for="{control_id}">{label}</label>'
+            f'<input type="range" id="{control_id}" min="{_number(low)}" max="{_number(high)}" '
+            f'step="{_number(step)}" value="{_number(position)}" aria-valuetext="{shown}" disabled>'
+            f'<output for="{control_id}">{shown}</output></div>')
+
+
 # --- the panel -----------------------------------------------------------------------------
 
 
@@ -391,6 +467,13 @@ class TrainingPanel:
         self._theory_cache: dict[tuple, TheoryValues] = {}
         self._step_seconds: dict[tuple, float] = {}
         self._test_seconds: dict[tuple, float] = {}
+        if not self.live:
+            # The book build creates no ipywidgets: the executing kernel saves every widget it
+            # creates (shown or not) into the notebook, and myst-nb then loads a widget manager
+            # on the page. The panel shows as static HTML instead (static_html).
+            self.controls = {name: StaticControl(p.default) for name, p in self.params.items()}
+            self.widget = None
+            return
 
         self.controls = {name: p.make_widget() for name, p in self.params.items()}
         # Default style and no icon: ipywidgets' "primary" blue fails the book's contrast check,
@@ -415,17 +498,7 @@ class TrainingPanel:
             self.status,
             self.output,
         ])
-        if self.live:
-            self.device_label.value = f"Device: <b>{escape(describe_device(self.device))}</b>"
-        else:
-            self.device_label.value = ("Device: chosen when the page runs live (CUDA when "
-                                       "present, otherwise the CPU).")
-            self.estimate_label.value = ("Expected time: measured when the page runs live; the "
-                                         "default settings take 20 s or less on 2 CPU cores.")
-            self.status.value = ("This panel trains when the chapter runs live: on Binder, on "
-                                 "Colab or in your own Jupyter (the rocket and download buttons "
-                                 "at the top of the page). In the book, the figures above show "
-                                 "runs computed when it was built.")
+        self.device_label.value = f"Device: <b>{escape(describe_device(self.device))}</b>"
 
     # -- settings --------------------------------------------------------------------------
 
@@ -545,6 +618,10 @@ class TrainingPanel:
         memory, a combination ``configure`` rejects) or a run is already in progress, and
         lets training errors through (the Train button shows them as messages instead).
         """
+        if not self.live:
+            raise ConfigError("train", "called in the book build",
+                              "panels train only when the chapter runs live (Binder, Colab, "
+                              "Jupyter); the book's figures show runs computed by its cells")
         if self.running:
             raise ConfigError("train", "pressed during a run",
                               "one run at a time: wait for this one to finish")
@@ -764,11 +841,40 @@ class TrainingPanel:
 
     # -- display ---------------------------------------------------------------------------
 
-    def _ipython_display_(self) -> None:
-        from IPython.display import display
+    def static_html(self) -> str:
+        """The panel as static HTML, shown in the book build instead of its widgets: the note
+        that it trains only live (``role="note"``), the title, each control disabled at its
+        setting (the default; :func:`static_control_html`), the device and expected-time lines
+        and a disabled Train button, in a ``<div class="nlicl-static-panel">``."""
+        panel_id = f"nlicl-panel-{next(_static_panel_ids)}"
+        controls = "".join(static_control_html(param, f"{panel_id}-{name}",
+                                               self.controls[name].value)
+                           for name, param in self.params.items())
+        return (f'<div class="nlicl-static-panel" id="{panel_id}">'
+                f'<p class="nlicl-static-notice" role="note">{escape(STATIC_NOTICE)}</p>'
+                f'<p class="nlicl-static-title"><strong>{escape(self.title)}</strong></p>'
+                f'<div class="nlicl-static-controls">{controls}</div>'
+                f'<p class="nlicl-static-line">{escape(STATIC_DEVICE)}</p>'
+                f'<p class="nlicl-static-line">{escape(STATIC_ESTIMATE)}</p>'
+                '<p class="nlicl-static-actions"><button type="button" disabled '
+                'aria-disabled="true">Train</button></p></div>')
 
+    def static_text(self) -> str:
+        """The ``text/plain`` fallback of :meth:`static_html`."""
+        lines = [STATIC_NOTICE, self.title]
+        lines += [f"  {p.label}: {shown_value(p, self.controls[name].value)}"
+                  for name, p in self.params.items()]
+        return "\n".join([*lines, STATIC_DEVICE, STATIC_ESTIMATE, "[Train] (disabled)"])
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display, publish_display_data
+
+        if not self.live:
+            publish_display_data({"text/html": self.static_html(),
+                                  "text/plain": self.static_text()})
+            return
         display(self.widget)
-        if self.live and not self._displayed:
+        if not self._displayed:
             self._displayed = True
             self.status.value = "Computing the theory and timing a few training steps …"
             try:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import re
 
+import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from nlicl_lib import display
+from nlicl_lib import display, plots
 
 
 def slider_figure(curves: int = 3) -> go.Figure:
@@ -94,7 +95,7 @@ def test_top_legend_gets_one_row_per_entry_of_the_largest_panel() -> None:
 
 def test_figure_html_uses_the_pages_plotly_and_no_network() -> None:
     html = display.figure_html(slider_figure(), div_id="figure-under-test")
-    assert html.startswith('<div class="nlicl-plotly" data-nlicl-figure="figure-under-test">')
+    assert html.startswith('<div class="nlicl-plotly" data-nlicl-figure="figure-under-test" ')
     assert 'id="figure-under-test"' in html
     assert "Plotly.newPlot(" in html
     assert "<script src" not in html.replace(" ", "")  # plotly.js is not loaded here ...
@@ -174,3 +175,89 @@ def test_multi_slider_figures_carry_the_combining_script():
     assert meta["panel_of_trace"] == [0, 1, 2, 3]
     html = display.figure_html(fig, "fig-x")
     assert "plotly_sliderchange" in html and "getElementById('fig-x')" in html
+
+
+def test_figure_html_is_a_labelled_and_described_figure() -> None:
+    """Screen readers get the title as the figure's name and a description in words."""
+    from nlicl_lib import plots
+
+    base = plots.new_figure("Loss <b>against</b> n & more", "context length n", "test loss",
+                            log_x=True)
+    panels = {(k,): [plots.trained_trace([10, 160], [0.5, 0.1], "trained"),
+                     plots.theory_trace([10, 160], [0.4, 0.1], f"theory, degree {k}")]
+              for k in (1, 2, 3)}
+    fig = plots.slider_figure(base, panels, ["degree"], [[1, 2, 3]])
+    html = display.figure_html(fig, div_id="fig-a11y")
+    opening = html[:html.index(">") + 1]
+    assert 'role="figure"' in opening
+    assert 'aria-label="Loss against n &amp; more"' in opening
+    assert 'aria-describedby="fig-a11y-desc"' in opening
+    described = re.search(r'<p class="nlicl-sr-only" id="fig-a11y-desc" style="([^"]*)">([^<]*)</p>',
+                          html)
+    assert described, "the description paragraph is missing"
+    style, text = described.groups()
+    assert "position:absolute" in style and "clip:rect(0 0 0 0)" in style
+    assert text.startswith("Plot: Loss against n &amp; more.")
+    assert "x axis: context length n (log scale, data from 10 to 160)." in text
+    assert "y axis: test loss (data from 0.1 to 0.5)." in text
+    assert "Curves: trained; theory, degree 1; theory, degree 2; theory, degree 3." in text
+    assert "Slider: degree (values 1, 2, 3)" in text
+
+
+def test_describe_figure_names_categories_heatmaps_and_panels() -> None:
+    from plotly.subplots import make_subplots
+
+    from nlicl_lib import plots
+
+    fig = plots.new_figure("Trained loss / theory value", "experiment", "ratio")
+    fig.add_trace(plots.trained_trace(["ch1-lsa", "ch2-lsa"], [1.0, 1.2], "trained / theory"))
+    text = display.describe_figure(fig)
+    assert "x axis: experiment (categories ch1-lsa, ch2-lsa)." in text
+    assert "Curve: trained / theory." in text
+    grid = make_subplots(rows=1, cols=2, subplot_titles=["trained", "optimal"])
+    grid.add_heatmap(z=[[-1, 0], [0, 2]], row=1, col=1)
+    grid.add_heatmap(z=[[0, 1], [1, 0]], row=1, col=2)
+    text = display.describe_figure(grid)
+    assert text.startswith("Plot: untitled.")
+    assert "Panels: trained; optimal." in text
+    assert "x axis: no title." in text and "x axis 2" not in text  # alike subplots: once
+    assert "Colour scale: values from -1 to 2." in text
+    assert display.plain_text("a<br>b <sub>2</sub> &amp; c") == "a b 2 & c"
+
+
+def test_the_figure_script_makes_sliders_keyboard_operable() -> None:
+    """The page script's keyboard path (run in a real browser by the browser test)."""
+    script = display.FIGURE_SCRIPT
+    for needle in ("'.slider-container .slider-group'", "'tabindex', '0'", "'role', 'slider'",
+                   "aria-valuenow", "aria-valuetext", "ArrowRight", "ArrowLeft", "Home", "End",
+                   "preventDefault", "plotly_afterplot", "plotly_sliderchange",
+                   "Plotly[method].apply(null, [gd].concat(step.args || []))",
+                   "'sliders[' + index + '].active'", ".focus("):
+        assert needle in script, needle
+    html = display.figure_html(slider_figure(), div_id="fig-kb")
+    assert "getElementById('fig-kb')" in html and "{plot_id}" not in html
+
+
+def test_the_figure_script_is_valid_javascript(tmp_path) -> None:
+    import shutil
+    import subprocess
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    path = tmp_path / "script.js"
+    path.write_text(display.FIGURE_SCRIPT.replace("{plot_id}", "figure"))
+    check = "new Function(require('fs').readFileSync(process.argv[1], 'utf8'))"
+    result = subprocess.run([node, "-e", check, str(path)], capture_output=True, text=True,
+                            check=False)
+    assert result.returncode == 0, result.stderr
+
+
+def test_figures_with_numpy_coordinates_are_described():
+    """plotly keeps numpy arrays as arrays: describing their axes must not test their truth."""
+    fig = plots.new_figure("Numpy data", "x", "y")
+    fig.add_trace(go.Scatter(x=np.arange(5), y=np.linspace(0.5, 2.0, 5), name="a"))
+    fig.add_trace(go.Heatmap(z=np.eye(3)))
+    data, _ = display.figure_output(fig)
+    assert "from 0 to 4" in display.describe_figure(display.prepare_figure(fig))
+    assert 'role="figure"' in data["text/html"]

@@ -1,7 +1,11 @@
 """The live training panel (nlicl_lib.widgets), driven from Python as a reader would drive it:
-move sliders, press Train with a tiny budget, read the figure and the messages."""
+move sliders, press Train with a tiny budget, read the figure and the messages; and the
+panel's static HTML in the book build, which creates no widgets."""
 
 from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
 
 import numpy as np
 import pytest
@@ -207,19 +211,133 @@ def test_device_is_auto_and_named():
     assert describe_device(panel.device) in panel.device_label.value
 
 
-def test_in_the_book_build_the_panel_renders_but_never_trains(monkeypatch):
-    monkeypatch.setenv("NLICL_BOOK_BUILD", "1")
-    panel = small_panel()
-    shown = []
+class PanelHTML(HTMLParser):
+    """The elements of a static panel, in document order: (tag, attributes, text)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.elements: list[list] = []
+        self.open: list[list] = []
+
+    def handle_starttag(self, tag, attrs):
+        element = [tag, dict(attrs), ""]
+        self.elements.append(element)
+        if tag not in ("input", "br"):
+            self.open.append(element)
+
+    def handle_endtag(self, tag):
+        while self.open and self.open.pop()[0] != tag:
+            pass
+
+    def handle_data(self, data):
+        for element in self.open:
+            element[2] += data
+
+    def find(self, tag, **attrs):
+        return [e for e in self.elements
+                if e[0] == tag and all(e[1].get(k) == v for k, v in attrs.items())]
+
+
+def book_build_display(monkeypatch, panel: TrainingPanel) -> list[tuple[dict, dict]]:
+    published, shown = [], []
+    monkeypatch.setattr("IPython.display.publish_display_data",
+                        lambda data, metadata=None: published.append((data, metadata)))
     monkeypatch.setattr("IPython.display.display", lambda *objs: shown.extend(objs))
     panel._ipython_display_()
-    assert shown == [panel.widget]
-    panel.train_button.click()
+    assert shown == []  # no widget view
+    return published
+
+
+def test_in_the_book_build_the_panel_creates_no_widgets_and_never_trains(monkeypatch):
+    monkeypatch.setenv("NLICL_BOOK_BUILD", "1")
+    created = []
+    monkeypatch.setattr("ipywidgets.Widget.open", lambda widget: created.append(widget))
+    panel = small_panel()
+    assert not panel.live and panel.widget is None
+    assert created == []  # the kernel would save any widget it creates into the notebook
+    assert panel.settings == {"depth": 1, "n": 8, "lr": 0.02, "steps": 5}
     panel.set(depth=2)
+    assert panel.settings["depth"] == 2 and panel.plan().problem is None
+    panel._on_click()
+    panel.redraw()
     assert panel.results == [] and panel.last_figure is None
     assert panel._step_seconds == {}
-    assert "runs live" in panel.status.value
-    assert len(panel.output.outputs) == 0
+    assert len(book_build_display(monkeypatch, panel)) == 1
+    assert created == []
+    with pytest.raises(ConfigError, match="train.*called in the book build.*runs live"):
+        panel.train()
+
+
+def test_in_the_book_build_the_panel_shows_as_static_html(monkeypatch):
+    monkeypatch.setenv("NLICL_BOOK_BUILD", "1")
+    panel = TrainingPanel([Param("depth", "depth L", 2, 1, 3),
+                           Param("noise", "label noise σ", 0.5, 0.0, 2.0, step=0.25),
+                           Param("lr", "learning rate", 0.02, 1e-4, 1.0, log=True, step=0.1,
+                                 help="Adam's peak learning rate"),
+                           Param("act", "GLU activation", "silu", options=("none", "silu"))],
+                          configure, title="A <small> panel")
+    [(data, _)] = book_build_display(monkeypatch, panel)
+    assert set(data) == {"text/html", "text/plain"}
+    html = data["text/html"]
+    assert html.startswith('<div class="nlicl-static-panel"')
+    assert "A &lt;small&gt; panel" in html and "<small>" not in html
+    parsed = PanelHTML()
+    parsed.feed(html)
+    elements = parsed.elements
+
+    # the notice comes first, before the title and every control
+    [note] = parsed.find("p", role="note")
+    assert "trains only when the chapter runs live" in note[2]
+    assert all(word in note[2] for word in ("Binder", "Colab", "Jupyter", "built"))
+    first_control = min(elements.index(e) for e in elements if e[0] in ("input", "fieldset"))
+    assert elements.index(note) < first_control
+    title = next(e for e in elements if e[0] == "strong")
+    assert elements.index(note) < elements.index(title) < first_control
+    assert title[2] == "A <small> panel"
+
+    # one disabled control per parameter, at its default, with a label tied to it
+    labels = {e[1]["for"]: e[2] for e in parsed.find("label")}
+    sliders = parsed.find("input", type="range")
+    assert len(sliders) == 3 and all("disabled" in s[1] for s in sliders)
+    by_label = {labels[s[1]["id"]]: s[1] for s in sliders}
+    assert set(by_label) == {"depth L", "label noise σ", "learning rate"}
+    depth, noise, lr = by_label["depth L"], by_label["label noise σ"], by_label["learning rate"]
+    assert (depth["min"], depth["max"], depth["step"], depth["value"]) == ("1", "3", "1", "2")
+    assert (noise["min"], noise["max"], noise["step"], noise["value"]) == ("0", "2", "0.25", "0.5")
+    # the log slider runs over the exponent, as ipywidgets' FloatLogSlider, and says its value
+    assert (lr["min"], lr["max"], lr["step"]) == ("-4", "0", "0.1")
+    assert float(lr["value"]) == pytest.approx(np.log10(0.02))
+    assert lr["aria-valuetext"] == "0.02"
+    shown = {e[1]["for"]: e[2] for e in parsed.find("output")}
+    assert [shown[by_label[name]["id"]] for name in ("depth L", "label noise σ",
+                                                      "learning rate")] == ["2", "0.5", "0.02"]
+    # options: the toggle buttons become a group of radio buttons named by a legend
+    [group] = parsed.find("fieldset")
+    assert "disabled" in group[1]
+    [legend] = parsed.find("legend")
+    assert legend[2] == "GLU activation"
+    radios = parsed.find("input", type="radio")
+    assert [labels[r[1]["id"]] for r in radios] == ["none", "silu"]
+    assert all("disabled" in r[1] for r in radios)
+    assert [("checked" in r[1]) for r in radios] == [False, True]
+    # a parameter's help is the control's tooltip, as in the widget
+    assert [e[1]["title"] for e in elements if "title" in e[1]] == ["Adam's peak learning rate"]
+
+    # the device and time lines, then a visibly disabled Train button
+    text = html.replace("&#x27;", "'")
+    assert "Device: chosen when the page runs live" in text and "Expected time" in text
+    [button] = parsed.find("button")
+    assert button[2] == "Train" and "disabled" in button[1]
+    assert button[1]["aria-disabled"] == "true"
+    assert elements.index(button) > max(elements.index(s) for s in sliders + radios)
+    assert "depth L: 2" in data["text/plain"] and "(disabled)" in data["text/plain"]
+
+
+def test_static_panels_on_one_page_have_distinct_ids(monkeypatch):
+    monkeypatch.setenv("NLICL_BOOK_BUILD", "1")
+    first, second = small_panel().static_html(), small_panel().static_html()
+    ids = [re.findall(r'id="([^"]+)"', html) for html in (first, second)]
+    assert len(set(ids[0] + ids[1])) == len(ids[0]) + len(ids[1])
 
 
 def test_live_display_draws_the_theory_and_the_estimate(monkeypatch):

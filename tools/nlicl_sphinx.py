@@ -4,11 +4,20 @@ jupyter-book 1.0 and myst-nb 1.4.
 ``nlicl_lib.display.show`` writes figures as HTML that calls ``Plotly.newPlot`` but does not
 carry plotly.js (see its docstring). This extension
 
-* copies ``plotly.min.js`` from the installed ``plotly`` Python package into the site's
-  ``_static/vendor/`` when the HTML builder starts, so the library version and the JavaScript
-  version always match and nothing is fetched from a CDN;
-* adds that script to the ``<head>`` of every page whose body holds an ``nlicl-plotly``
-  figure, before require.js (the ipywidgets manager) so the two loaders do not collide;
+* adds the vendored plotly.js *cartesian* bundle (``book/_static/vendor/plotly-cartesian.min.js``,
+  1.5 MB instead of the full bundle's 4.8 MB) to the ``<head>`` of every page whose body holds
+  an ``nlicl-plotly`` figure, so that nothing is fetched from a CDN;
+* checks, when the HTML builder starts, that this bundle is the plotly.js version that the
+  installed ``plotly`` Python package ships (``plotly/package_data/plotly.min.js``), so that
+  upgrading plotly cannot silently pair the library with another plotly.js, and removes from
+  the site what earlier builds put there and the site no longer uses (plotly's full bundle,
+  the ipywidgets manager);
+* checks, when a page is written, that every trace of its figures (and of their animation
+  frames) has a type the cartesian bundle draws (:data:`CARTESIAN_TRACES`): plotly.js would
+  otherwise leave that trace out without an error;
+* fails the build when a page holds saved ipywidgets state: the static site has no widget
+  manager (training panels render as static HTML in the book build, see
+  ``nlicl_lib.widgets.TrainingPanel``), so such a widget would show as nothing;
 * re-reads (from the execution cache) and so rewrites every page when a file under
   ``html_static_path`` changed: Sphinx copies static files only in a build that writes pages,
   so editing only ``book/_static/nlicl.css`` would otherwise change nothing;
@@ -26,38 +35,179 @@ It is loaded from ``_config.yml`` (``sphinx.local_extensions``).
 
 from __future__ import annotations
 
-import filecmp
 import hashlib
+import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
 
-PLOTLY_STATIC_PATH = "vendor/plotly.min.js"
+PLOTLY_STATIC_PATH = "vendor/plotly-cartesian.min.js"
+"""The vendored plotly.js bundle, relative to ``html_static_path`` (and to the site's
+``_static/``)."""
+RETIRED_STATIC = ("vendor/plotly.min.js", "nlicl-widgets.js", "vendor/require.js",
+                  "vendor/jupyter-widgets")
+"""What earlier builds put in the site's ``_static/`` (plotly's full bundle, the widget
+manager): removed from it unless ``html_static_path`` holds them again (Sphinx copies static
+files but never deletes any)."""
+CARTESIAN_TRACES = frozenset({
+    "bar", "box", "contour", "heatmap", "histogram", "histogram2d", "histogram2dcontour",
+    "image", "pie", "scatter", "scatterternary", "violin",
+})
+"""The trace types of the cartesian bundle (the README of ``plotly.js-cartesian-dist-min``)."""
 FIGURE_MARKER = 'class="nlicl-plotly"'
-# myst-nb adds require.js and the widget manager at the default priority (500); plotly.js
-# comes first.
+WIDGET_STATE_MIMETYPE = "application/vnd.jupyter.widget-state+json"
+# myst-nb adds its per-page scripts at the default priority (500); plotly.js comes first.
 PLOTLY_PRIORITY = 400
+
+_VERSION = re.compile(r"plotly\.js(?: \([^)]*\))? v(\d+\.\d+\.\d+\S*)")
+_PLOTLY_CALL = re.compile(r"Plotly\.(newPlot|addFrames)\(\s*([\"'])([^\"']*)\2\s*,\s*")
 
 
 def _plotly_js_source() -> Path:
+    """The full plotly.js bundle that the installed ``plotly`` Python package ships."""
     import plotly
 
     return Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 
 
-def copy_plotly_js(app: Any) -> None:
+def plotly_js_version(path: Path) -> str:
+    """The version in the header comment of a plotly.js bundle (``plotly.js v4.1.1`` or
+    ``plotly.js (cartesian - minified) v4.1.1``). Raises ``ExtensionError`` when there is none."""
+    from sphinx.errors import ExtensionError
+
+    with open(path, encoding="utf-8", errors="replace") as file:
+        head = file.read(2000)
+    match = _VERSION.search(head)
+    if match is None:
+        raise ExtensionError(f"{path}: no plotly.js version in its header comment")
+    return match.group(1)
+
+
+def vendored_plotly_js(app: Any) -> Path:
+    """The vendored bundle, found under ``html_static_path``."""
+    from sphinx.errors import ExtensionError
+
+    for entry in app.config.html_static_path:
+        candidate = Path(app.confdir) / entry / PLOTLY_STATIC_PATH
+        if candidate.is_file():
+            return candidate
+    raise ExtensionError(f"{PLOTLY_STATIC_PATH} is missing from html_static_path "
+                         "(see book/_static/vendor/README.md)")
+
+
+def check_plotly_version(vendored: Path, source: Path) -> str:
+    """The common plotly.js version of the vendored bundle and of plotly's own ``source``;
+    raises ``ExtensionError`` saying how to update the bundle when they differ."""
+    from sphinx.errors import ExtensionError
+
+    ours, theirs = plotly_js_version(vendored), plotly_js_version(source)
+    if ours != theirs:
+        raise ExtensionError(
+            f"{vendored} is plotly.js v{ours}, but the installed plotly Python package ships "
+            f"plotly.js v{theirs} ({source}). Vendor the matching bundle: `npm pack "
+            f"plotly.js-cartesian-dist-min@{theirs}`, copy its plotly-cartesian.min.js and "
+            "LICENSE, and update book/_static/vendor/README.md.")
+    return ours
+
+
+def prepare_static(app: Any) -> None:
+    """``builder-inited``: check the vendored plotly.js bundle's version and remove the
+    site's retired static files (:data:`RETIRED_STATIC`)."""
     if app.builder.format != "html":
         return
-    source = _plotly_js_source()
-    target = Path(app.outdir) / "_static" / PLOTLY_STATIC_PATH
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if not target.exists() or not filecmp.cmp(source, target, shallow=False):
-        shutil.copyfile(source, target)
+    check_plotly_version(vendored_plotly_js(app), _plotly_js_source())
+    sources = [Path(app.confdir) / entry for entry in app.config.html_static_path]
+    for name in RETIRED_STATIC:
+        if any((source / name).exists() for source in sources):
+            continue
+        target = Path(app.outdir) / "_static" / name
+        if target.is_dir():
+            shutil.rmtree(target)
+        else:
+            target.unlink(missing_ok=True)
+
+
+def figure_trace_types(body: str) -> list[tuple[str, str]]:
+    """``(figure id, trace type)`` of every trace, animation frames included, of the
+    ``nlicl-plotly`` figures in a page's HTML ``body``.
+
+    Reads the JSON arguments of each figure's ``Plotly.newPlot`` and ``Plotly.addFrames``
+    calls (as ``plotly.io.to_html`` writes them), so the ``type`` keys of the layout (axis
+    types, the template's defaults for every trace type) do not count. A trace without a
+    ``type`` is a scatter, as in plotly.js. Raises ``ValueError`` for a figure whose data
+    cannot be read.
+    """
+    decoder = json.JSONDecoder()
+    found: list[tuple[str, str]] = []
+    start = body.find(FIGURE_MARKER)
+    while start >= 0:
+        script = body.find("<script", start)
+        end = body.find("</script>", script)
+        if script < 0 or end < 0:
+            raise ValueError(f"a figure at character {start} has no script")
+        calls = list(_PLOTLY_CALL.finditer(body, script, end))
+        if not any(call.group(1) == "newPlot" for call in calls):
+            raise ValueError(f"a figure at character {start} has no Plotly.newPlot call")
+        for call in calls:
+            figure_id = call.group(3)
+            try:
+                value, _ = decoder.raw_decode(body, call.end())
+            except json.JSONDecodeError as error:
+                raise ValueError(f"figure {figure_id}: unreadable data ({error})") from error
+            if call.group(1) == "newPlot":
+                traces = value
+            else:  # frames: a trace without a type keeps the type of the figure's trace
+                traces = [trace for frame in value for trace in frame.get("data", [])
+                          if "type" in trace]
+            found.extend((figure_id, trace.get("type", "scatter")) for trace in traces)
+        start = body.find(FIGURE_MARKER, end)
+    return found
+
+
+def check_plotly_traces(pagename: str, body: str) -> None:
+    """Raise ``ExtensionError`` naming the page, the figure and the trace type when a figure
+    of ``body`` has a trace that the cartesian bundle cannot draw."""
+    from sphinx.errors import ExtensionError
+
+    try:
+        traces = figure_trace_types(body)
+    except ValueError as error:
+        raise ExtensionError(f"page {pagename}: {error}") from error
+    for figure_id, kind in traces:
+        if kind not in CARTESIAN_TRACES:
+            raise ExtensionError(
+                f"page {pagename}: figure {figure_id} has a {kind!r} trace, which the "
+                f"vendored plotly.js cartesian bundle ({PLOTLY_STATIC_PATH}) cannot draw; it "
+                f"draws {', '.join(sorted(CARTESIAN_TRACES))}. Use one of those, or vendor a "
+                "bundle that has it (book/_static/vendor/README.md).")
 
 
 def add_plotly_js(app: Any, pagename: str, templatename: str, context: dict, doctree: Any) -> None:
-    if FIGURE_MARKER in context.get("body", ""):
+    """``html-page-context``: check the page's figures and load plotly.js where it has some."""
+    body = context.get("body", "")
+    if FIGURE_MARKER in body:
+        check_plotly_traces(pagename, body)
         app.add_js_file(PLOTLY_STATIC_PATH, priority=PLOTLY_PRIORITY)
+
+
+def _is_widget_state(asset: Any) -> bool:
+    return (getattr(asset, "attributes", None) or {}).get("type") == WIDGET_STATE_MIMETYPE
+
+
+def refuse_widget_state(app: Any, pagename: str, templatename: str, context: dict,
+                        doctree: Any) -> None:
+    """``html-page-context`` (after myst-nb's): fail when the page holds saved ipywidgets
+    state. myst-nb adds the state, and ``nb_ipywidgets_js``, to a page whose executed notebook
+    has any (every widget *created* in the kernel is saved, shown or not); the site has no
+    widget manager, so the widget would show as nothing."""
+    from sphinx.errors import ExtensionError
+
+    if any(_is_widget_state(asset) for asset in context.get("script_files", [])):
+        raise ExtensionError(
+            f"page {pagename} holds ipywidgets state, but the static site has no widget "
+            "manager: create no widgets in the book build (NLICL_BOOK_BUILD=1), as "
+            "nlicl_lib.widgets.TrainingPanel does, and show static HTML instead.")
 
 
 def _static_digest(app: Any) -> str:
@@ -130,9 +280,10 @@ def complete_executed_notebooks(app: Any, exception: Exception | None) -> None:
 
 
 def setup(app: Any) -> dict[str, Any]:
-    app.connect("builder-inited", copy_plotly_js)
+    app.connect("builder-inited", prepare_static)
     app.connect("env-get-outdated", reread_when_static_changed)
     app.connect("html-page-context", add_plotly_js)
     app.connect("html-page-context", drop_thebe, priority=900)
+    app.connect("html-page-context", refuse_widget_state, priority=950)
     app.connect("build-finished", complete_executed_notebooks)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}

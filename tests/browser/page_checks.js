@@ -1,5 +1,7 @@
 // Helpers that tests/test_browser.py injects into each built page (window.nlicl).
-// They read what plotly.js and the ipywidgets manager have drawn; they change nothing.
+// They read what plotly.js, MathJax and the theme have drawn and return plain data (counts,
+// boxes, colours); the assertions live in the Python test. They change nothing, apart from
+// focusSlider, which moves the keyboard focus like a reader pressing Tab would.
 (function () {
   "use strict";
 
@@ -10,9 +12,16 @@
   const SVG_TRACE_SELECTOR = "g.trace, g.hm, g.contour";
   const GL_TYPES = new Set(["scattergl", "splom", "scatter3d", "surface", "mesh3d",
     "cone", "streamtube", "volume", "isosurface", "heatmapgl", "pointcloud", "parcoords"]);
+  // Tolerance, in CSS pixels, of every "lies inside" test (plotly rounds some positions).
+  const SLACK_PX = 1;
 
   function graphDiv(figureId) {
     return document.getElementById(figureId);
+  }
+
+  function box(rect) {
+    return { left: rect.left, top: rect.top, right: rect.right, bottom: rect.bottom,
+      width: rect.width, height: rect.height };
   }
 
   function figures() {
@@ -42,6 +51,150 @@
     return figures().every((f) => f.drawn);
   }
 
+  // --- what each trace drew ------------------------------------------------------------
+
+  // A data value plotly can place: not missing, not NaN or infinite, and positive on a log
+  // axis. Strings count (categories, dates): on an axis of the wrong type they are data the
+  // figure fails to show, which is what the check is for.
+  function placeable(value, axisType) {
+    if (value === null || value === undefined || value === "") { return false; }
+    const number = typeof value === "number" ? value : Number(value);
+    if (typeof value === "number" && !Number.isFinite(value)) { return false; }
+    if (axisType === "log" && Number.isFinite(number) && number <= 0) { return false; }
+    return true;
+  }
+
+  // Number of (x, y) pairs of a scatter trace that the reader should see as markers.
+  function placeablePairs(trace, xa, ya) {
+    const n = trace._length !== undefined ? trace._length
+      : Math.max(trace.x ? trace.x.length : 0, trace.y ? trace.y.length : 0);
+    let count = 0;
+    for (let i = 0; i < n; i++) {
+      const xOk = !trace.x || placeable(trace.x[i], xa && xa.type);
+      const yOk = !trace.y || placeable(trace.y[i], ya && ya.type);
+      if (xOk && yOk) { count++; }
+    }
+    return count;
+  }
+
+  // The trace's drawn group (plotly binds the trace's calcdata to it with d3).
+  function traceGroup(gd, index) {
+    return Array.from(gd.querySelectorAll(SVG_TRACE_SELECTOR)).find((group) => {
+      const cd = group.__data__;
+      return Array.isArray(cd) && cd[0] && cd[0].trace && cd[0].trace.index === index;
+    }) || null;
+  }
+
+  // "translate(x,y)" or "translate(x y)": the position plotly gave a marker, in the
+  // coordinates of its subplot's plot area (origin top left, size xa._length x ya._length).
+  function translation(element) {
+    const match = /translate\(\s*([-+\d.eE]+)[ ,]+([-+\d.eE]+)\s*\)/
+      .exec(element.getAttribute("transform") || "");
+    return match ? { x: Number(match[1]), y: Number(match[2]) } : null;
+  }
+
+  function insideArea(x, y, area) {
+    return x >= -SLACK_PX && x <= area.width + SLACK_PX
+      && y >= -SLACK_PX && y <= area.height + SLACK_PX;
+  }
+
+  // Does an SVG element's own box (getBBox, in its subplot's coordinates) reach the plot area?
+  function meetsArea(element, area) {
+    const b = element.getBBox();
+    return b.x <= area.width + SLACK_PX && b.x + b.width >= -SLACK_PX
+      && b.y <= area.height + SLACK_PX && b.y + b.height >= -SLACK_PX;
+  }
+
+  // Number of vertices of an SVG path ("M1,2L3,4" has 2; each drawing command ends on one).
+  function pathVertices(d) {
+    return (d.match(/[MLHVCSQTA]/gi) || []).length;
+  }
+
+  // For every visible trace of the figure: what it drew, per kind of mark, so that the test
+  // can check that each trace shows its data inside the plot area. Kinds:
+  //   markers  {expected, drawn, offPlot, offSample}: path.point per placeable (x, y) pair
+  //   lines    {segments, longest, inPlot}: path.js-line, vertices of the longest segment
+  //   fills    {drawn, inPlot}: path.js-fill with a non-empty d
+  //   text     {drawn}: g.textpoint
+  //   bars     {drawn, inPlot}: g.point path that is not plotly's blank "M0,0Z"
+  //   images   {drawn, inPlot}: heatmap <image> with a non-zero size
+  //   paths    {drawn}: any other trace type: its group's non-empty paths
+  function traceMarks(figureId) {
+    const gd = graphDiv(figureId);
+    const layout = gd._fullLayout;
+    return gd._fullData.filter((t) => t.visible === true).map((trace) => {
+      const result = { index: trace.index, name: trace.name || "", type: trace.type,
+        mode: trace.mode || null };
+      if (GL_TYPES.has(trace.type)) { result.gl = true; return result; }
+      const group = traceGroup(gd, trace.index);
+      result.group = group !== null;
+      if (!group) { return result; }
+      const plotinfo = layout._plots && layout._plots[(trace.xaxis || "") + (trace.yaxis || "")];
+      const xa = plotinfo && plotinfo.xaxis;
+      const ya = plotinfo && plotinfo.yaxis;
+      const area = plotinfo ? { width: xa._length, height: ya._length } : null;
+      if (trace.type === "scatter") {
+        const mode = trace.mode || "";
+        if (mode.includes("markers")) {
+          const points = Array.from(group.querySelectorAll("path.point"));
+          const positions = points.map(translation).filter((p) => p !== null);
+          const off = area ? positions.filter((p) => !insideArea(p.x, p.y, area)) : [];
+          result.markers = {
+            expected: placeablePairs(trace, xa, ya),
+            drawn: points.length,
+            offPlot: off.length,
+            offSample: off.slice(0, 3),
+            area: area,
+          };
+        }
+        if (mode.includes("lines")) {
+          const lines = Array.from(group.querySelectorAll("path.js-line"))
+            .filter((path) => (path.getAttribute("d") || "").trim() !== "");
+          result.lines = {
+            segments: lines.length,
+            longest: Math.max(0, ...lines.map((p) => pathVertices(p.getAttribute("d")))),
+            inPlot: area ? lines.some((p) => meetsArea(p, area)) : true,
+          };
+        }
+        if (mode.includes("text")) {
+          result.text = { drawn: group.querySelectorAll("g.textpoint").length };
+        }
+        if (trace.fill && trace.fill !== "none") {
+          const fills = Array.from(group.querySelectorAll("path.js-fill"))
+            .filter((path) => (path.getAttribute("d") || "").trim() !== "");
+          result.fills = {
+            drawn: fills.length,
+            inPlot: area ? fills.some((p) => meetsArea(p, area)) : true,
+          };
+        }
+      } else if (trace.type === "bar") {
+        const bars = Array.from(group.querySelectorAll("g.point path"))
+          .filter((path) => !/^M0,0Z$/i.test((path.getAttribute("d") || "").trim()));
+        result.bars = {
+          drawn: bars.length,
+          inPlot: area ? bars.some((p) => meetsArea(p, area)) : true,
+        };
+      } else if (trace.type === "heatmap") {
+        const images = Array.from(group.querySelectorAll("image")).filter((image) => {
+          const b = image.getBBox();
+          return b.width > 0 && b.height > 0;
+        });
+        result.images = {
+          drawn: images.length,
+          inPlot: area ? images.some((p) => meetsArea(p, area)) : true,
+        };
+      } else {
+        result.paths = {
+          drawn: Array.from(group.querySelectorAll("path"))
+            .filter((path) => (path.getAttribute("d") || "").trim() !== "").length,
+        };
+      }
+      return result;
+    });
+  }
+
+  // --- sliders ---------------------------------------------------------------------------
+
   // What the figure shows, without the slider or menu widgets themselves (moving a slider
   // always redraws its grip and label; the test wants to know that the *data* changed).
   function snapshot(figureId) {
@@ -54,20 +207,23 @@
     }).join("\n");
   }
 
+  function sliderGroups(figureId) {
+    return Array.from(graphDiv(figureId).querySelectorAll(".slider-container .slider-group"));
+  }
+
   // Screen position of step `step` of slider `index`, as plotly.js lays the steps out on the
   // rail: stepInset (10 px, plotly's constant) from each end, evenly spaced in between.
   function sliderStepPoint(figureId, index, step) {
     const gd = graphDiv(figureId);
-    const groups = gd.querySelectorAll(".slider-container .slider-group");
-    const rail = groups[index].querySelector(".slider-rail-touch-rect");
+    const rail = sliderGroups(figureId)[index].querySelector(".slider-rail-touch-rect");
     rail.scrollIntoView({ block: "center", inline: "center" });
-    const box = rail.getBoundingClientRect();
+    const rect = rail.getBoundingClientRect();
     const steps = gd._fullLayout.sliders.filter((s) => s.visible)[index].steps.length;
     const stepInset = 10;
     const fraction = steps > 1 ? step / (steps - 1) : 0;
     return {
-      x: box.left + stepInset + (box.width - 2 * stepInset) * fraction,
-      y: box.top + box.height / 2,
+      x: rect.left + stepInset + (rect.width - 2 * stepInset) * fraction,
+      y: rect.top + rect.height / 2,
     };
   }
 
@@ -76,7 +232,317 @@
     return gd._fullLayout.sliders.filter((s) => s.visible)[index].active;
   }
 
+  // The keyboard contract of every plotly slider (re-queried on each call: plotly may
+  // redraw the group).
+  function sliderAria(figureId) {
+    return sliderGroups(figureId).map((group) => ({
+      tabindex: group.getAttribute("tabindex"),
+      role: group.getAttribute("role"),
+      valuenow: group.getAttribute("aria-valuenow"),
+      valuemin: group.getAttribute("aria-valuemin"),
+      valuemax: group.getAttribute("aria-valuemax"),
+      label: group.getAttribute("aria-label") || group.getAttribute("aria-labelledby"),
+    }));
+  }
+
+  // Give slider `index` the keyboard focus; true when it holds it.
+  function focusSlider(figureId, index) {
+    const group = sliderGroups(figureId)[index];
+    group.scrollIntoView({ block: "center" });
+    group.focus();
+    return document.activeElement === group;
+  }
+
+  // --- text alternatives of the figures --------------------------------------------------
+
+  function figureAlternatives() {
+    return Array.from(document.querySelectorAll(".nlicl-plotly")).map((wrapper) => {
+      const ids = (wrapper.getAttribute("aria-describedby") || "").split(/\s+/)
+        .filter((id) => id !== "");
+      const described = ids.map((id) => document.getElementById(id));
+      return {
+        id: wrapper.getAttribute("data-nlicl-figure"),
+        role: wrapper.getAttribute("role"),
+        label: (wrapper.getAttribute("aria-label") || "").trim(),
+        describedby: ids,
+        missing: ids.filter((id, i) => described[i] === null),
+        description: described.filter((node) => node !== null)
+          .map((node) => node.textContent.trim()).join(" ").trim(),
+      };
+    });
+  }
+
+  // --- text of the figures: where each visible piece of SVG text lies --------------------
+
+  const FIGURE_TEXT_KINDS = [
+    ["title", ".gtitle"],
+    ["legend", ".legendtext"],
+    ["legend title", ".legendtitletext"],
+    ["axis title", ".infolayer text[class$='title']:not(.gtitle):not(.legendtitletext)"],
+    ["tick label", "g[class*='axislayer'] text"],
+    ["annotation", ".annotation-text"],
+    ["slider label", ".slider-label"],
+    ["slider value", ".slider-current-value"],
+    ["colorbar", ".colorbar text"],
+  ];
+
+  // A piece of SVG text as the reader reads it: plotly writes each line of a multi-line text
+  // as a <tspan class="line">.
+  function svgText(element) {
+    const lines = element.querySelectorAll("tspan.line");
+    const text = lines.length ? Array.from(lines).map((line) => line.textContent).join(" ")
+      : element.textContent;
+    return text.replace(/\s+/g, " ").trim().slice(0, 80);
+  }
+
+  function visibleText(element) {
+    if (!element.textContent.trim()) { return false; }
+    if (element.checkVisibility && !element.checkVisibility({ opacityProperty: true,
+      visibilityProperty: true })) { return false; }
+    const rect = element.getBoundingClientRect();
+    return rect.width > 0 && rect.height > 0;
+  }
+
+  // Boxes (viewport coordinates) of a figure's visible SVG texts, legend entries, plot areas
+  // and subplot titles (the annotations plotly's make_subplots writes: paper-referenced,
+  // no arrow, anchored at their bottom centre).
+  function figureTextLayout(figureId) {
+    const gd = graphDiv(figureId);
+    const container = gd.querySelector(".svg-container") || gd.querySelector(".main-svg");
+    const seen = new Set();
+    const texts = [];
+    for (const [kind, selector] of FIGURE_TEXT_KINDS) {
+      for (const element of gd.querySelectorAll(selector)) {
+        if (seen.has(element) || element.closest(".hoverlayer") || !visibleText(element)) {
+          continue;
+        }
+        seen.add(element);
+        texts.push({ kind: kind, text: svgText(element),
+          box: box(element.getBoundingClientRect()) });
+      }
+    }
+    const title = gd.querySelector(".gtitle");
+    const annotations = gd._fullLayout.annotations || [];
+    const subplotTitles = [];
+    annotations.forEach((ann, index) => {
+      if (ann.visible === false || ann.showarrow || ann.xref !== "paper" || ann.yref !== "paper"
+        || ann.yanchor !== "bottom" || ann.xanchor !== "center") { return; }
+      const element = gd.querySelector(`.annotation[data-index="${index}"] .annotation-text`);
+      if (element && visibleText(element)) {
+        subplotTitles.push({ text: svgText(element),
+          box: box(element.getBoundingClientRect()) });
+      }
+    });
+    return {
+      figure: box(container.getBoundingClientRect()),
+      texts: texts,
+      title: title && visibleText(title)
+        ? { text: svgText(title), box: box(title.getBoundingClientRect()) }
+        : null,
+      legendEntries: Array.from(gd.querySelectorAll(".legend g.traces"))
+        .filter((entry) => visibleText(entry))
+        .map((entry) => ({ text: svgText(entry),
+          box: box(entry.getBoundingClientRect()) })),
+      plotAreas: Array.from(gd.querySelectorAll(".draglayer .nsewdrag"))
+        .map((rect) => box(rect.getBoundingClientRect()))
+        .filter((b) => b.width > 0 && b.height > 0),
+      subplotTitles: subplotTitles,
+    };
+  }
+
+  // --- colour contrast of the page's text -------------------------------------------------
+
+  let colourContext = null;
+
+  // [r, g, b, alpha] (0-255, 0-1) of a computed CSS colour; any syntax the browser returns
+  // (rgb(), rgba(), color(srgb ...), oklch() ...) goes through a canvas when it is not rgb().
+  function parseColour(value) {
+    const rgb = /^rgba?\(\s*([\d.]+)[\s,]+([\d.]+)[\s,]+([\d.]+)(?:\s*[,/]\s*([\d.]+)(%?))?\s*\)$/
+      .exec(value);
+    if (rgb) {
+      let alpha = rgb[4] === undefined ? 1 : Number(rgb[4]);
+      if (rgb[5] === "%") { alpha /= 100; }
+      return [Number(rgb[1]), Number(rgb[2]), Number(rgb[3]), alpha];
+    }
+    if (value === "transparent") { return [0, 0, 0, 0]; }
+    if (!colourContext) {
+      const canvas = document.createElement("canvas");
+      canvas.width = canvas.height = 1;
+      colourContext = canvas.getContext("2d", { willReadFrequently: true });
+    }
+    colourContext.clearRect(0, 0, 1, 1);
+    colourContext.fillStyle = "rgba(0, 0, 0, 0)";
+    colourContext.fillStyle = value;
+    colourContext.fillRect(0, 0, 1, 1);
+    const [r, g, b, a] = colourContext.getImageData(0, 0, 1, 1).data;
+    return [r, g, b, a / 255];
+  }
+
+  // `top` painted over the opaque colour `bottom`.
+  function over(top, bottom) {
+    const a = top[3];
+    return [0, 1, 2].map((i) => top[i] * a + bottom[i] * (1 - a)).concat([1]);
+  }
+
+  // The colour behind an element's text: its own and its ancestors' background colours,
+  // composited from the first opaque one upwards (the canvas, white, when none is opaque).
+  // null when a background image (or gradient) lies on the way: its colour is unknown.
+  // `memo` (a Map) shares the work between the elements of one page.
+  function effectiveBackground(element, memo) {
+    if (!element) { return [255, 255, 255, 1]; }
+    if (memo && memo.has(element)) { return memo.get(element); }
+    const style = getComputedStyle(element);
+    let result;
+    if (style.backgroundImage && style.backgroundImage !== "none") {
+      result = null;
+    } else {
+      const colour = parseColour(style.backgroundColor);
+      if (colour[3] >= 1) {
+        result = colour;
+      } else {
+        const below = effectiveBackground(element.parentElement, memo);
+        result = below === null ? null : colour[3] > 0 ? over(colour, below) : below;
+      }
+    }
+    if (memo) { memo.set(element, result); }
+    return result;
+  }
+
+  // Product of the element's and its ancestors' opacity (it fades the text too).
+  function opacityOf(element, memo) {
+    if (!element) { return 1; }
+    if (memo && memo.has(element)) { return memo.get(element); }
+    const result = Number(getComputedStyle(element).opacity)
+      * opacityOf(element.parentElement, memo);
+    if (memo) { memo.set(element, result); }
+    return result;
+  }
+
+  function luminance(colour) {
+    const [r, g, b] = colour.slice(0, 3).map((c) => {
+      const s = c / 255;
+      return s <= 0.03928 ? s / 12.92 : Math.pow((s + 0.055) / 1.055, 2.4);
+    });
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  }
+
+  function contrastRatio(a, b) {
+    const [hi, lo] = [luminance(a), luminance(b)].sort((x, y) => y - x);
+    return (hi + 0.05) / (lo + 0.05);
+  }
+
+  // Text the check leaves out: figures (SVG on plotly's own paper, see the test), MathJax's
+  // output (drawn in the text colour it inherits), screen-reader-only text, and disabled
+  // controls (WCAG 1.4.3 exempts "part of an inactive user interface component").
+  const CONTRAST_SKIP = "svg, .nlicl-plotly, .js-plotly-plot, mjx-container, .MathJax, "
+    + ".nlicl-sr-only, .visually-hidden, .sr-only, script, style, noscript, template, "
+    + ":disabled, [aria-disabled='true']";
+
+  function hiddenForContrast(element) {
+    if (element.closest(CONTRAST_SKIP)) { return true; }
+    const label = element.closest("label");  // the label of a disabled control is part of it
+    if (label && label.control && label.control.disabled) { return true; }
+    if (element.checkVisibility && !element.checkVisibility({ opacityProperty: true,
+      visibilityProperty: true, contentVisibilityAuto: true })) { return true; }
+    const rect = element.getBoundingClientRect();
+    if (rect.width <= 1 || rect.height <= 1) { return true; }  // clipped to a pixel
+    const style = getComputedStyle(element);
+    return /rect\(\s*0(px)?[\s,]+0(px)?[\s,]+0(px)?[\s,]+0(px)?\s*\)/.test(style.clip);
+  }
+
+  function describe(element) {
+    const parts = [];
+    for (let node = element; node && parts.length < 3 && node.tagName !== "MAIN";
+      node = node.parentElement) {
+      let part = node.tagName.toLowerCase();
+      if (node.id) { part += "#" + node.id; }
+      const classes = Array.from(node.classList).slice(0, 2);
+      if (classes.length) { part += "." + classes.join("."); }
+      parts.unshift(part);
+    }
+    return parts.join(" > ");
+  }
+
+  // The text an element holds directly (its own text nodes, not its children's).
+  function ownText(element) {
+    return Array.from(element.childNodes).filter((node) => node.nodeType === Node.TEXT_NODE)
+      .map((node) => node.textContent).join(" ").replace(/\s+/g, " ").trim();
+  }
+
+  // The contrast of an element's text against the background it is drawn on (WCAG 2 ratio;
+  // large text, 24 px or 18.66 px and bold, needs 3, other text 4.5); {unknown: true} when a
+  // background image lies behind it.
+  function contrastOf(element, memo) {
+    const style = getComputedStyle(element);
+    const background = effectiveBackground(element, memo && memo.background);
+    if (background === null) { return { unknown: true, element: describe(element) }; }
+    const opacity = opacityOf(element, memo && memo.opacity);
+    const text = parseColour(style.color);
+    const foreground = over([text[0], text[1], text[2], text[3] * opacity], background);
+    const size = parseFloat(style.fontSize);
+    const bold = Number(style.fontWeight) >= 700 || style.fontWeight === "bold";
+    const large = size >= 24 || (size >= 18.66 && bold);
+    const rgb = (c) => `rgb(${c.slice(0, 3).map((v) => Math.round(v)).join(", ")})`;
+    return {
+      element: describe(element),
+      text: ownText(element).slice(0, 60),
+      colour: rgb(foreground),
+      background: rgb(background),
+      ratio: Math.floor(contrastRatio(foreground, background) * 100) / 100,  // never rounds up
+      required: large ? 3 : 4.5,
+      fontSize: size,
+    };
+  }
+
+  // Every visible element of <main> that directly holds text, with its contrast: returns the
+  // offenders, and how many elements were checked or skipped for a background image.
+  function textContrast() {
+    const main = document.querySelector("main") || document.body;
+    const walker = document.createTreeWalker(main, NodeFilter.SHOW_TEXT);
+    const elements = new Set();
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      if (node.textContent.trim() && node.parentElement) { elements.add(node.parentElement); }
+    }
+    const memo = { background: new Map(), opacity: new Map() };
+    const offenders = [];
+    let checked = 0;
+    let unknownBackground = 0;
+    for (const element of elements) {
+      if (hiddenForContrast(element)) { continue; }
+      const result = contrastOf(element, memo);
+      if (result.unknown) { unknownBackground++; continue; }
+      checked++;
+      if (result.ratio < result.required) { offenders.push(result); }
+    }
+    return { checked: checked, unknownBackground: unknownBackground, offenders: offenders };
+  }
+
+  // --- static training panels --------------------------------------------------------------
+
+  // Each training panel of the static site: its first child (the notice, role="note"), and
+  // its buttons, disabled or not, and whether each comes after the panel's notice.
+  function staticPanels() {
+    return Array.from(document.querySelectorAll("div.nlicl-static-panel")).map((panel) => {
+      const first = panel.firstElementChild;
+      const notice = panel.querySelector('[role="note"]');
+      const buttons = Array.from(panel.querySelectorAll("button"));
+      return {
+        firstChild: first ? first.tagName.toLowerCase() : null,
+        firstChildRole: first ? first.getAttribute("role") : null,
+        noticeText: notice ? notice.textContent.trim().slice(0, 80) : null,
+        buttons: buttons.map((button) => ({
+          text: button.textContent.trim(),
+          disabled: button.hasAttribute("disabled"),
+          afterNotice: Boolean(notice && notice !== button && !notice.contains(button)
+            && (notice.compareDocumentPosition(button) & Node.DOCUMENT_POSITION_FOLLOWING)),
+        })),
+      };
+    });
+  }
+
   // One entry per ipywidgets view on the page: was it replaced by rendered widget DOM?
+  // The static site should hold none (its training panels are static HTML); the test waits
+  // for any that are there to render, so that the other checks see a settled page.
   function widgetViews() {
     const tags = document.querySelectorAll(
       'script[type="application/vnd.jupyter.widget-view+json"]');
@@ -93,7 +559,8 @@
   }
 
   window.nlicl = {
-    figures, allFiguresDrawn, snapshot, sliderStepPoint, sliderActive,
+    figures, allFiguresDrawn, traceMarks, snapshot, sliderStepPoint, sliderActive, sliderAria,
+    focusSlider, figureAlternatives, figureTextLayout, contrastOf, textContrast, staticPanels,
     widgetViews, allWidgetsRendered,
   };
 })();
