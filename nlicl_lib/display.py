@@ -7,10 +7,12 @@ shows a blank space). :func:`show` therefore has two modes.
 **Book build** (the environment variable ``NLICL_BOOK_BUILD`` is set to ``1``; ``make book``
 exports it, and the Jupyter kernel that myst-nb starts inherits it): the figure is written as
 ``text/html``: a ``<div class="nlicl-plotly">`` plus a short script calling ``Plotly.newPlot``.
-plotly.js itself is *not* inlined (each chapter page would grow by about 4.6 MB) and does *not*
-come from a CDN (the book must work offline): the book's Sphinx extension
-(``tools/nlicl_sphinx.py``) copies ``plotly.min.js`` from the installed ``plotly`` package into
-the site's ``_static/vendor/`` and adds it to every page that holds an ``nlicl-plotly`` figure.
+plotly.js itself is *not* inlined (each chapter page would grow by 1.5 to 4.8 MB) and does
+*not* come from a CDN (the book must work offline): the book's Sphinx extension
+(``tools/nlicl_sphinx.py``) adds the vendored cartesian bundle
+(``book/_static/vendor/plotly-cartesian.min.js``: scatter, bar, heatmap and a few more trace
+types; checked at build time to be the plotly.js version of the installed ``plotly`` package,
+and to hold every trace type a page uses) to every page that holds an ``nlicl-plotly`` figure.
 The output's metadata (``{"nlicl": {"figure_id", "traces", "drawn_traces"}}``) tells the browser
 test how many traces each drawn figure must show. The bundle deliberately has no
 ``application/vnd.plotly.v1+json`` entry: myst-nb warns about that MIME type, and the strict
@@ -240,6 +242,61 @@ then ``sliders[i].active``) and keeping the focus on it. With several static sli
 the mouse or the keyboard shows the combination of every slider's choice. A figure without
 sliders returns at once."""
 
+FIT_SCRIPT = r"""
+(function () {
+  // The top margin fitted to the title as drawn at this width (nlicl_lib.display.FIT_SCRIPT):
+  // the figure is written with room for what a phone needs above the plot (a top legend with
+  // one entry per row, wrapped titles), which leaves a gap under the title on a wider page.
+  var gd = document.getElementById('{plot_id}');
+  var Plotly = window.Plotly;
+  if (!gd || !gd.on || !Plotly || !gd.layout) { return; }
+  var GAP_PX = 8, TOLERANCE_PX = 4, MAX_TRIES = 3;
+  var seen = null, tries = 0;
+  function contentTop() {
+    // the highest thing drawn under the title: the plot, a top legend, subplot titles, a
+    // colour bar (all of them move with the top margin)
+    var tops = [gd._fullLayout._size.t + gd.getBoundingClientRect().top];
+    var parts = gd.querySelectorAll('.infolayer .legend, .infolayer .annotation, .colorbar');
+    Array.prototype.forEach.call(parts, function (part) {
+      var box = part.getBoundingClientRect();
+      if (box.height > 0) { tops.push(box.top); }
+    });
+    return Math.min.apply(null, tops);
+  }
+  function fit() {
+    var full = gd._fullLayout;
+    var title = gd.querySelector('.infolayer .gtitle');
+    if (!full || !full._size || !title || !title.textContent) { return; }
+    var key = full.width + '|' + title.textContent;
+    if (key !== seen) { seen = key; tries = 0; }
+    if (tries >= MAX_TRIES) { return; }
+    var shift = Math.round(title.getBoundingClientRect().bottom + GAP_PX - contentTop());
+    if (Math.abs(shift) <= TOLERANCE_PX) { return; }
+    tries += 1;
+    var height = full.height + shift;
+    var update = {'margin.t': full.margin.t + shift, height: height};
+    var t = gd.layout.title || {};
+    if (typeof t.y === 'number' && (t.yref === undefined || t.yref === 'container')) {
+      update['title.y'] = 1 - (1 - t.y) * full.height / height;  // same distance from the top
+    }
+    // plotly's HTML gives the figure's div and its parent the written height
+    [gd, gd.parentElement].forEach(function (div) {
+      if (div && /px$/.test(div.style.height)) { div.style.height = height + 'px'; }
+    });
+    Plotly.relayout(gd, update);
+  }
+  gd.on('plotly_afterplot', function () { window.requestAnimationFrame(fit); });
+  window.requestAnimationFrame(fit);
+})();
+"""
+"""Page script run after each figure is drawn, and again after each redraw (a resize, a
+slider's new title): it moves everything under the title (the plot, a top legend, subplot
+titles, a colour bar) to a small gap below the title as drawn, by changing the top margin and
+the height by the same amount, so the plot area keeps its size. The written figure reserves
+what a phone needs (:func:`nlicl_lib.plots.fit_top_legend`: one legend row per entry); on a
+wider page the legend takes fewer rows and the gap closes. Each title and width gets at most
+three tries, so a redraw cannot loop."""
+
 SR_ONLY_STYLE = ("position:absolute;width:1px;height:1px;margin:-1px;padding:0;border:0;"
                  "overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap")
 """Inline style of the figure's text description: read by screen readers, not shown (the same
@@ -396,7 +453,7 @@ def figure_html(fig: go.Figure, div_id: str | None = None) -> str:
     The result is one ``<div class="nlicl-plotly" role="figure">`` (labelled by the figure's
     title and described by a visually hidden paragraph, :func:`describe_figure`) that holds
     plotly's own figure div and the ``Plotly.newPlot`` call, with the data embedded as JSON,
-    followed by :data:`FIGURE_SCRIPT`. ``div_id`` defaults to :func:`new_figure_id`.
+    followed by :data:`FIGURE_SCRIPT` and :data:`FIT_SCRIPT`. ``div_id`` defaults to :func:`new_figure_id`.
     """
     prepared = prepare_figure(fig)
     div_id = div_id or new_figure_id(prepared)
@@ -410,7 +467,7 @@ def figure_html(fig: go.Figure, div_id: str | None = None) -> str:
         default_width="100%",
         default_height=f"{prepared.layout.height}px",
         div_id=div_id,
-        post_script=FIGURE_SCRIPT,
+        post_script=[FIGURE_SCRIPT, FIT_SCRIPT],
     )
     label = html.escape(plain_text(prepared.layout.title.text) or "Figure")
     description = html.escape(describe_figure(prepared))

@@ -28,6 +28,8 @@ concern):
   ``aria-valuenow``; ArrowRight changes the figure and increases ``aria-valuenow``;
 * every figure has a text alternative: ``role="figure"``, an ``aria-label`` and an
   ``aria-describedby`` that points to a non-empty description;
+* no printed line or table of a cell's output is wider than the text column;
+* no gap over ``MAX_TITLE_GAP_PX`` between a figure's title and its top legend (or its plot);
 * every chapter page holds a static training panel (``div.nlicl-static-panel``: a notice with
   ``role="note"`` first, then a disabled Train button), and no ipywidgets view;
 * axe-core finds no ``serious`` or ``critical`` violation, and no colour-contrast item it left
@@ -89,6 +91,7 @@ MAX_CHAPTER_PAGE_BYTES = 2_000_000  # the HTML file alone
 MAX_CHAPTER_LOAD_BYTES = 6_400_000  # everything a chapter page loads in the browser
 WIDGET_MANAGER_SCRIPTS = ("require.js", "embed-amd.js")
 DESKTOP = {"width": 1280, "height": 900}
+MAX_TITLE_GAP_PX = 30  # between a figure's title and its legend (or plot)
 PHONE = {"width": 390, "height": 844}
 BLOCKING_IMPACTS = {"serious", "critical"}
 SLACK_PX = 1  # tolerance of the geometric checks (plotly rounds positions)
@@ -819,6 +822,43 @@ class TestDesktop:
             for trace in desktop.js("id => window.nlicl.traceMarks(id)", figure["id"]):
                 problems += _trace_problems(figure["id"], trace)
         _fail_all(desktop.name, "traces that do not show their data", problems)
+
+    def test_outputs_fit_the_column(self, desktop: OpenPage) -> None:
+        """No printed line or table of a cell's output is wider than the text column (it
+        would scroll sideways inside its box)."""
+        wide = desktop.js(
+            "() => Array.from(document.querySelectorAll("
+            "'div.cell_output pre, div.cell_output table'))"
+            ".filter((e) => e.scrollWidth > e.clientWidth + 1)"
+            ".map((e) => [e.scrollWidth, e.clientWidth, e.textContent.split('\\n')"
+            ".reduce((a, b) => (a.length >= b.length ? a : b)).slice(0, 90)])")
+        _fail_all(desktop.name, "outputs wider than their column",
+                  [f"{w} px in {c} px: {line!r}" for w, c, line in wide])
+
+    def test_no_gap_above_the_plot(self, desktop: OpenPage) -> None:
+        """The written top margin holds one legend row per entry (room for a phone); at
+        desktop width the page script (``display.FIT_SCRIPT``) closes the gap that leaves
+        between the title and what comes under it (the plot, a top legend, subplot titles, a
+        colour bar)."""
+        gaps = desktop.js(
+            "() => Array.from(document.querySelectorAll('.nlicl-plotly .js-plotly-plot'))"
+            ".map((gd) => { const title = gd.querySelector('.infolayer .gtitle');"
+            " if (!title || !title.textContent) { return null; }"
+            " const tops = [gd._fullLayout._size.t + gd.getBoundingClientRect().top].concat("
+            " Array.from(gd.querySelectorAll('.infolayer .legend, .infolayer .annotation,"
+            " .colorbar')).map((p) => p.getBoundingClientRect())"
+            ".filter((b) => b.height > 0).map((b) => b.top));"
+            " return [gd.id, Math.round(Math.min(...tops)"
+            " - title.getBoundingClientRect().bottom)]; })"
+            ".filter((gap) => gap !== null)")
+        _fail_all(desktop.name, f"gaps over {MAX_TITLE_GAP_PX} px under a figure's title",
+                  [f"{figure}: {gap} px" for figure, gap in gaps if gap > MAX_TITLE_GAP_PX])
+        blank = desktop.js(
+            "() => Array.from(document.querySelectorAll('.nlicl-plotly')).map((w) =>"
+            " [w.getAttribute('data-nlicl-figure'), Math.round(w.getBoundingClientRect().height"
+            " - w.querySelector('.js-plotly-plot').getBoundingClientRect().height)])")
+        _fail_all(desktop.name, "blank space under a figure (its box is taller than the plot)",
+                  [f"{figure}: {extra} px" for figure, extra in blank if extra > 2])
 
     def test_sliders_change_the_figure(self, desktop: OpenPage) -> None:
         for figure in desktop.figures():

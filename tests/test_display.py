@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 
 import numpy as np
 import plotly.graph_objects as go
@@ -238,15 +240,13 @@ def test_the_figure_script_makes_sliders_keyboard_operable() -> None:
     assert "getElementById('fig-kb')" in html and "{plot_id}" not in html
 
 
-def test_the_figure_script_is_valid_javascript(tmp_path) -> None:
-    import shutil
-    import subprocess
-
+@pytest.mark.parametrize("script", [display.FIGURE_SCRIPT, display.FIT_SCRIPT])
+def test_the_page_scripts_are_valid_javascript(tmp_path, script: str) -> None:
     node = shutil.which("node")
     if node is None:
         pytest.skip("node is not installed")
     path = tmp_path / "script.js"
-    path.write_text(display.FIGURE_SCRIPT.replace("{plot_id}", "figure"))
+    path.write_text(script.replace("{plot_id}", "figure"))
     check = "new Function(require('fs').readFileSync(process.argv[1], 'utf8'))"
     result = subprocess.run([node, "-e", check, str(path)], capture_output=True, text=True,
                             check=False)
@@ -261,3 +261,13 @@ def test_figures_with_numpy_coordinates_are_described():
     data, _ = display.figure_output(fig)
     assert "from 0 to 4" in display.describe_figure(display.prepare_figure(fig))
     assert 'role="figure"' in data["text/html"]
+
+
+def test_figures_with_a_top_legend_fit_their_margin_in_the_page() -> None:
+    """The written top margin holds one legend row per entry (a phone); the page script fits
+    it to the drawn title and legend (run in a real browser by the browser test)."""
+    html = display.figure_html(slider_figure(), div_id="fig-fit")
+    assert html.count("getElementById('fig-fit')") == 2
+    for needle in ("'margin.t': full.margin.t + shift", "contentTop", "MAX_TRIES",
+                   "plotly_afterplot"):
+        assert needle in display.FIT_SCRIPT, needle
