@@ -453,10 +453,15 @@ def figure_html(fig: go.Figure, div_id: str | None = None) -> str:
     The result is one ``<div class="nlicl-plotly" role="figure">`` (labelled by the figure's
     title and described by a visually hidden paragraph, :func:`describe_figure`) that holds
     plotly's own figure div and the ``Plotly.newPlot`` call, with the data embedded as JSON,
-    followed by :data:`FIGURE_SCRIPT` and :data:`FIT_SCRIPT`. ``div_id`` defaults to :func:`new_figure_id`.
+    followed by :data:`FIGURE_SCRIPT` and :data:`FIT_SCRIPT`. ``div_id`` defaults to
+    :func:`new_figure_id`.
     """
     prepared = prepare_figure(fig)
-    div_id = div_id or new_figure_id(prepared)
+    return _prepared_figure_html(prepared, div_id or new_figure_id(prepared))
+
+
+def _prepared_figure_html(prepared: go.Figure, div_id: str) -> str:
+    """:func:`figure_html` of a figure :func:`prepare_figure` has already prepared."""
     inner = pio.to_html(
         prepared,
         config=PLOTLY_CONFIG,
@@ -491,7 +496,7 @@ def figure_output(fig: go.Figure) -> tuple[dict[str, str], dict[str, Any]]:
     prepared = prepare_figure(fig)
     figure_id = new_figure_id(prepared)
     data = {
-        "text/html": figure_html(prepared, figure_id),
+        "text/html": _prepared_figure_html(prepared, figure_id),
         "text/plain": f"<plotly figure {figure_id}: {len(prepared.data)} trace(s)>",
     }
     metadata = {

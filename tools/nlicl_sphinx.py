@@ -42,6 +42,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from sphinx.errors import ExtensionError
+
 PLOTLY_STATIC_PATH = "vendor/plotly-cartesian.min.js"
 """The vendored plotly.js bundle, relative to ``html_static_path`` (and to the site's
 ``_static/``)."""
@@ -74,8 +76,6 @@ def _plotly_js_source() -> Path:
 def plotly_js_version(path: Path) -> str:
     """The version in the header comment of a plotly.js bundle (``plotly.js v4.1.1`` or
     ``plotly.js (cartesian - minified) v4.1.1``). Raises ``ExtensionError`` when there is none."""
-    from sphinx.errors import ExtensionError
-
     with open(path, encoding="utf-8", errors="replace") as file:
         head = file.read(2000)
     match = _VERSION.search(head)
@@ -86,8 +86,6 @@ def plotly_js_version(path: Path) -> str:
 
 def vendored_plotly_js(app: Any) -> Path:
     """The vendored bundle, found under ``html_static_path``."""
-    from sphinx.errors import ExtensionError
-
     for entry in app.config.html_static_path:
         candidate = Path(app.confdir) / entry / PLOTLY_STATIC_PATH
         if candidate.is_file():
@@ -99,8 +97,6 @@ def vendored_plotly_js(app: Any) -> Path:
 def check_plotly_version(vendored: Path, source: Path) -> str:
     """The common plotly.js version of the vendored bundle and of plotly's own ``source``;
     raises ``ExtensionError`` saying how to update the bundle when they differ."""
-    from sphinx.errors import ExtensionError
-
     ours, theirs = plotly_js_version(vendored), plotly_js_version(source)
     if ours != theirs:
         raise ExtensionError(
@@ -168,8 +164,6 @@ def figure_trace_types(body: str) -> list[tuple[str, str]]:
 def check_plotly_traces(pagename: str, body: str) -> None:
     """Raise ``ExtensionError`` naming the page, the figure and the trace type when a figure
     of ``body`` has a trace that the cartesian bundle cannot draw."""
-    from sphinx.errors import ExtensionError
-
     try:
         traces = figure_trace_types(body)
     except ValueError as error:
@@ -201,8 +195,6 @@ def refuse_widget_state(app: Any, pagename: str, templatename: str, context: dic
     state. myst-nb adds the state, and ``nb_ipywidgets_js``, to a page whose executed notebook
     has any (every widget *created* in the kernel is saved, shown or not); the site has no
     widget manager, so the widget would show as nothing."""
-    from sphinx.errors import ExtensionError
-
     if any(_is_widget_state(asset) for asset in context.get("script_files", [])):
         raise ExtensionError(
             f"page {pagename} holds ipywidgets state, but the static site has no widget "
