@@ -26,6 +26,7 @@ RESULTS: dict[str, tuple[str, int, str]] = {
     "prop-capacity": ("Proposition", 12, "What one block can hold"),
     "thm-depth-bcd": ("Theorem", 13, "Depth as block-coordinate descent"),
     "rem-full-attention": ("Remark", 14, "The GD form of attention is needed"),
+    "prop-greedy-reference": ("Proposition", 15, "A reference that can only improve with depth"),
 }
 
 

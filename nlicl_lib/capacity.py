@@ -27,11 +27,17 @@ feature span it can write (Proposition 12 (prop-capacity)):
 The first two are losses no trained block of that size can go below (up to the optimiser finding
 the global minimum, checked against enumeration and random features in the tests); all three
 equal the one-step optimum on $(x; \phi_2)$ once $m \ge p_2$ and $h \ge p_2$.
+
+- :func:`threshold_sweep`: the best loss against $m$ and against $h$ for several input dimensions,
+  with trained blocks at a few sizes (chapter 4's figure of the threshold $m = p_2$);
+- :func:`degree_two_bound`: the loss no single block reaches on a target of degree $\ge 3$, at
+  any size (its prediction has degree $\le 2$ in the query).
 """
 
 from __future__ import annotations
 
 import itertools
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,7 +54,7 @@ from .monomials import (
 )
 from .sweeps import quadratic_form_matrix
 from .tasks import TaskConfig
-from .theory import OneStepOptimum, null_loss, one_step_gd_optimum
+from .theory import OneStepOptimum, feature_moments, null_loss, one_step_gd_optimum
 
 
 @dataclass(frozen=True)
@@ -56,11 +62,13 @@ class BlockOptimum(OneStepOptimum):
     r"""The best features of one block and their loss: a :class:`OneStepOptimum` (``gamma``
     $\Gamma^*$ on $\psi$, ``loss`` $\mathcal L^*$ unnormalised, ``null_loss`` $\mathbb E[y^2]$)
     plus ``features``, the slot features $s(x)$ as a :class:`PolyMap` (the block's $\psi$ is
-    $(x; s)$), and ``method``, how they were found.
+    $(x; s)$), ``method``, how they were found, and for :func:`best_glu_features` ``units``, the
+    GLU's $(a, b)$ (each $h \times d$) whose span the features are (``None`` otherwise).
     """
 
     features: PolyMap
     method: str
+    units: tuple[np.ndarray, np.ndarray] | None = None
 
 
 def _check_task(task: TaskConfig) -> None:
@@ -68,11 +76,12 @@ def _check_task(task: TaskConfig) -> None:
         raise ConfigError("covariance", "given", "isotropic inputs for the exact block losses")
 
 
-def _optimum_for(task: TaskConfig, slot_features: PolyMap, method: str) -> BlockOptimum:
+def _optimum_for(task: TaskConfig, slot_features: PolyMap, method: str,
+                 units: tuple[np.ndarray, np.ndarray] | None = None) -> BlockOptimum:
     linear = PolyMap.monomials(task.input_dim, [1])
     psi = linear.concat(slot_features) if slot_features.num_outputs else linear
     opt = one_step_gd_optimum(task.target_features, psi, task.context_length, task.noise_std)
-    return BlockOptimum(opt.gamma, opt.loss, opt.null_loss, slot_features, method)
+    return BlockOptimum(opt.gamma, opt.loss, opt.null_loss, slot_features, method, units)
 
 
 def _empty_slots(input_dim: int) -> PolyMap:
@@ -183,19 +192,22 @@ def _orthonormal_rows(u: torch.Tensor) -> torch.Tensor:
 
 
 def best_feature_subspace(task: TaskConfig, slots: int, restarts: int = 4, seed: int = 0,
-                          iterations: int = 100) -> BlockOptimum:
+                          iterations: int = 100, starts=None) -> BlockOptimum:
     r"""The best $m$-dimensional span $U\phi_2$ of quadratic forms: $\min_U \mathcal L^*((x; U\phi_2))$
     over $U \in \mathbb R^{m \times p_2}$, exact loss, L-BFGS in float64 from ``restarts`` random
-    starts plus the best coordinate subset. Exact (closed form) for $m = 0$ and $m \ge p_2$."""
+    starts plus ``starts`` (initial $U$'s, each ``(m, p_2)``; default: the best coordinate subset,
+    found by enumerating all $\binom{p_2}{m}$ subsets, which is slow for $p_2 \ge 15$). Exact
+    (closed form) for $m = 0$ and $m \ge p_2$."""
     _check_task(task)
     m = check_int("slots", slots, minimum=0)
     p2 = monomial_count(task.input_dim, 2)
     if m == 0 or m >= p2:
         return best_coordinate_subset(task, m)
     loss = ExactBlockLoss(task)
-    start = best_coordinate_subset(task, m)
     exps = monomial_exponents(task.input_dim, [2])
-    starts = [torch.as_tensor(start.features.coefficients, dtype=torch.float64)]
+    if starts is None:
+        starts = [best_coordinate_subset(task, m).features.coefficients]
+    starts = [torch.as_tensor(np.asarray(u, dtype=float).reshape(m, p2)) for u in starts]
     generator = torch.Generator().manual_seed(seed)
     starts += [torch.randn(m, p2, generator=generator, dtype=torch.float64)
                for _ in range(restarts)]
@@ -211,11 +223,12 @@ def best_feature_subspace(task: TaskConfig, slots: int, restarts: int = 4, seed:
 
 
 def best_glu_features(task: TaskConfig, slots: int, width: int, restarts: int = 4,
-                      seed: int = 0, iterations: int = 100) -> BlockOptimum:
+                      seed: int = 0, iterations: int = 100, starts=None) -> BlockOptimum:
     r"""The best span a bilinear GLU of width $h$ can write into $m$ slots:
     $\min_{a, b, V} \mathcal L^*((x; V u(x)))$, $u_j = (a_j^\top x)(b_j^\top x)$, $V \in
-    \mathbb R^{m \times h}$ ($V = I$ when $h \le m$: the slots then hold every unit).
-    $h \ge p_2$ reduces to :func:`best_feature_subspace`."""
+    \mathbb R^{m \times h}$ ($V = I$ when $h \le m$: the slots then hold every unit), by L-BFGS
+    from ``restarts`` random starts plus ``starts`` (initial ``(a, b)`` or ``(a, b, V)``, $a, b$
+    of shape ``(h, d)``). $h \ge p_2$ reduces to :func:`best_feature_subspace`."""
     _check_task(task)
     m = check_int("slots", slots, minimum=0)
     h = check_int("width", width, minimum=1)
@@ -227,11 +240,16 @@ def best_glu_features(task: TaskConfig, slots: int, width: int, restarts: int = 
     exps = monomial_exponents(d, [2])
     generator = torch.Generator().manual_seed(seed)
     mix = m < h
-    best_value, best_c = np.inf, None
-    for _ in range(restarts):
-        a = torch.randn(h, d, generator=generator, dtype=torch.float64).requires_grad_(True)
-        b = torch.randn(h, d, generator=generator, dtype=torch.float64).requires_grad_(True)
-        v = torch.randn(m, h, generator=generator, dtype=torch.float64).requires_grad_(True)
+    as_t = lambda a, *shape: torch.as_tensor(np.asarray(a, dtype=float)).reshape(shape)  # noqa: E731
+    initial = []
+    for start in starts or []:
+        v0 = as_t(start[2], m, h) if len(start) > 2 else torch.eye(m, h, dtype=torch.float64)
+        initial.append((as_t(start[0], h, d), as_t(start[1], h, d), v0))
+    initial += [tuple(torch.randn(*shape, generator=generator, dtype=torch.float64)
+                      for shape in ((h, d), (h, d), (m, h))) for _ in range(restarts)]
+    best_value, best_c, best_units = np.inf, None, None
+    for a0, b0, v0 in initial:
+        a, b, v = (t.clone().requires_grad_(True) for t in (a0, b0, v0))
         params = [a, b, v] if mix else [a, b]
 
         def features(a=a, b=b, v=v):
@@ -241,9 +259,11 @@ def best_glu_features(task: TaskConfig, slots: int, width: int, restarts: int = 
         value = _minimise(lambda f=features: loss(f()), params, iterations)
         if value < best_value:
             best_value, best_c = value, features().detach()
+            best_units = (a.detach().numpy().copy(), b.detach().numpy().copy())
     names = tuple(f"s{j + 1}" for j in range(best_c.shape[0]))
     return _optimum_for(task, PolyMap(exps, best_c.numpy(), names),
-                        f"best GLU of width {h} into {m} slots (L-BFGS, {restarts} starts)")
+                        f"best GLU of width {h} into {m} slots (L-BFGS, {len(initial)} starts)",
+                        best_units)
 
 
 def best_block(task: TaskConfig, slots: int, width: int | None = None, restarts: int = 4,
@@ -254,6 +274,25 @@ def best_block(task: TaskConfig, slots: int, width: int | None = None, restarts:
     if slots == 0:
         return best_coordinate_subset(task, 0)
     return best_glu_features(task, slots, width, restarts, seed)
+
+
+def degree_two_bound(task: TaskConfig) -> float:
+    r"""The loss below which no single bilinear block reading $x$ can go, at any $n$, $m$ and $h$
+    (Proposition 12 (prop-capacity), item 4): its prediction is a polynomial of degree $\le 2$
+    in the query, so
+
+    $$\mathcal L \ge \mathbb E_f\big[\min_{q \in \operatorname{span}(x; \phi_2)}
+    \mathbb E_x (q - f)^2\big] = \operatorname{tr} S - \operatorname{tr}\big(T_2^{-1} C_2
+    C_2^\top\big),$$
+
+    $T_2 = \mathbb E[\psi\psi^\top]$, $C_2 = \mathbb E[\psi\phi^\top]$ for $\psi = (x; \phi_2)$.
+    Zero for targets of degree $\le 2$; for the cubic task it is
+    $\operatorname{tr}\mathbb E[\phi_3\phi_3^\top] - \|\mathbb E[x\phi_3^\top]\|_F^2$.
+    Unnormalised."""
+    _check_task(task)
+    moments = feature_moments(task.target_features, PolyMap.monomials(task.input_dim, [1, 2]))
+    gain = np.linalg.solve(moments.s_pp, moments.s_pf @ moments.s_pf.T)
+    return float(moments.s_ff_trace - np.trace(gain))
 
 
 @dataclass(frozen=True)
@@ -342,8 +381,197 @@ def capacity_sweep(task: TaskConfig, slot_values, width_values, train_config,
     )
 
 
+def _best_extension(loss: ExactBlockLoss, rows: torch.Tensor) -> torch.Tensor:
+    r"""``rows`` (orthonormal, ``(k, p_2)``) plus the degree-2 monomial whose part outside their
+    span lowers $\mathcal L^*$ most: the start of the greedy path to $k + 1$ slots."""
+    best_value, best = np.inf, None
+    with torch.no_grad():
+        for e in torch.eye(loss.p2, dtype=torch.float64):
+            new = e - rows.T @ (rows @ e)
+            if float(new.norm()) < 1e-8:
+                continue
+            candidate = torch.cat([rows, (new / new.norm())[None]])
+            value = float(loss(candidate))
+            if value < best_value:
+                best_value, best = value, candidate
+    return best
+
+
+def _best_unit(loss: ExactBlockLoss, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray,
+                                                                          np.ndarray]:
+    r"""The GLU units $(a, b)$ plus the monomial unit $x_j x_l$ ($a = e_j$, $b = e_l$) that lowers
+    $\mathcal L^*$ most: the start of the greedy path to one more unit."""
+    d = loss.input_dim
+    eye = np.eye(d)
+    best_value, best = np.inf, None
+    with torch.no_grad():
+        for j, l in itertools.combinations_with_replacement(range(d), 2):
+            a1, b1 = np.vstack([a, eye[j]]), np.vstack([b, eye[l]])
+            units = quadratic_form_matrix(torch.as_tensor(a1), torch.as_tensor(b1), d)
+            if torch.linalg.matrix_rank(units) < units.shape[0]:
+                continue
+            value = float(loss(_orthonormal_rows(units)))
+            if value < best_value:
+                best_value, best = value, (a1, b1)
+    return best
+
+
+def _slot_path(task: TaskConfig, restarts: int, seed: int) -> dict[int, BlockOptimum]:
+    """best_feature_subspace for m = 1..p2-1, each started from the previous optimum plus its
+    best monomial (no enumeration) and from ``restarts`` random starts."""
+    loss = ExactBlockLoss(task)
+    rows = torch.zeros(0, loss.p2, dtype=torch.float64)
+    path = {}
+    for m in range(1, loss.p2):
+        start = _best_extension(loss, rows)
+        path[m] = best_feature_subspace(task, m, restarts, seed + m, starts=[start.numpy()])
+        rows = torch.as_tensor(path[m].features.coefficients)
+    return path
+
+
+def _width_path(task: TaskConfig, restarts: int, seed: int) -> dict[int, BlockOptimum]:
+    """best_glu_features with m = p2 slots for h = 1..p2-1 units, each started from the
+    previous optimum's units plus its best monomial unit and from ``restarts`` random starts."""
+    loss = ExactBlockLoss(task)
+    d = task.input_dim
+    a, b = np.zeros((0, d)), np.zeros((0, d))
+    path = {}
+    for h in range(1, loss.p2):
+        start = _best_unit(loss, a, b)
+        path[h] = best_glu_features(task, loss.p2, h, restarts, seed + h, starts=[start])
+        a, b = path[h].units
+    return path
+
+
+@dataclass(frozen=True)
+class ThresholdCurve:
+    r"""One input dimension $d$ of :func:`threshold_sweep`. Every loss is normalised by
+    ``null_loss`` $= \mathbb E[y^2]$.
+
+    ``slot_loss[m]``: the best loss $\ell_m$ of one block with $m$ slots and width
+    $h = \max(m, p_2)$, for $m = 0, \dots, p_2 + $ ``beyond``; ``width_loss[h]``: that of one
+    block with $h$ GLU units and $m = \max(h, p_2)$ slots ($h = 0$: the slots stay empty);
+    ``kernel``: $\mathcal L^*((x; \phi_2))$; ``linear``: $\mathcal L^*(x)$ (no slots);
+    ``trained_slots[m]`` and ``trained_widths[h]``: the exact test losses of trained blocks of
+    those sizes (the other size as above).
+    """
+
+    task: TaskConfig
+    p2: int
+    slot_loss: dict[int, float]
+    width_loss: dict[int, float]
+    kernel: float
+    linear: float
+    null_loss: float
+    trained_slots: dict[int, float]
+    trained_widths: dict[int, float]
+
+    def trained_ratios(self) -> list[float]:
+        """Each trained block's loss over the best loss of its size (slots, then widths)."""
+        return ([self.trained_slots[m] / self.slot_loss[m] for m in self.trained_slots]
+                + [self.trained_widths[h] / self.width_loss[h] for h in self.trained_widths])
+
+    def units_match_from(self, rel: float = 1e-9) -> int:
+        r"""The smallest $h \ge 1$ from which $h$ units (and $p_2$ slots) do as well as $h$ slots
+        (and $p_2$ units), to ``rel``, at every larger size in the sweep."""
+        sizes = [h for h in self.width_loss if h >= 1]
+        close = {h: abs(self.width_loss[h] - self.slot_loss[h]) <= rel * self.slot_loss[h]
+                 for h in sizes}
+        return min(h for h in sizes if all(close[g] for g in sizes if g >= h))
+
+
+@dataclass(frozen=True)
+class ThresholdSweep:
+    r"""``curves[d]``: a :class:`ThresholdCurve` per input dimension; the seconds spent on the
+    exact references and on training (all blocks of one $d$ train as one ensemble), and the
+    device they trained on."""
+
+    curves: dict[int, ThresholdCurve]
+    train_config: object
+    reference_seconds: float
+    train_seconds: float
+    device: str
+
+
+def threshold_sweep(input_dims, context_lengths, train_config, trained_sizes=None,
+                    beyond: int = 2, restarts: int = 1, seed: int = 0, device="cpu",
+                    progress: bool | None = None) -> ThresholdSweep:
+    r"""The best single-block loss against the number of slots $m$ and against the GLU width $h$,
+    for each input dimension $d$, with trained blocks at a few sizes (Proposition 12
+    (prop-capacity)).
+
+    For the quadratic task (degree $\le 2$) in $d$ dimensions with $n$ = ``context_lengths[k]``
+    context examples and $p_2 = \binom{d+1}{2}$, the reference is
+
+    $$\ell_m = \min_{V \subseteq \mathcal Q_2,\ \dim V \le m} \mathcal L^*\big((x; V)\big),
+    \qquad \ell_0 = \mathcal L^*(x), \qquad \ell_m = \mathcal L^*\big((x; \phi_2)\big)
+    \text{ for } m \ge p_2,$$
+
+    with $\mathcal L^*$ the exact one-step optimum of Theorem 9 (thm-feature-optimum), computed
+    by :func:`best_feature_subspace` for $m = 0, \dots, p_2 +$ ``beyond`` (slots, width
+    $\max(m, p_2)$), and by :func:`best_glu_features` with $m = p_2$ slots for the widths
+    $h = 1, \dots, p_2 +$ ``beyond`` ($m = 0$ or $h = 0$: linear GD on $x$). Between $1$ and
+    $p_2 - 1$ each size starts from the previous size's optimum plus its best monomial (slot) or
+    monomial unit, and from ``restarts`` random starts: no enumeration of subsets, which keeps
+    $d = 5$ cheap.
+
+    ``trained_sizes(p2)`` (default $1$, $\lceil p_2/2 \rceil$, $p_2$) lists the sizes trained
+    in both sweeps (slots $m$ with $h = \max(m, p_2)$; widths $h$ with $m = \max(h, p_2)$); for
+    each $d$ the blocks train together in one :func:`nlicl_lib.ensemble.train_ensemble` under
+    ``train_config``, and their test loss is the exact $\mathcal L(\Gamma)$ of Theorem 9
+    (thm-feature-optimum) at their own features and $\Gamma$
+    (:func:`nlicl_lib.experiment.exact_model_loss`). ``train_config=None`` trains nothing (the
+    references only).
+    """
+    from .ensemble import train_ensemble
+    from .experiment import ModelConfig, exact_model_loss
+
+    dims = [check_int("d", d, minimum=1) for d in input_dims]
+    lengths = [check_int("context length", n, minimum=1) for n in context_lengths]
+    if len(lengths) != len(dims):
+        raise ConfigError("context_lengths", lengths, f"one context length per d ({len(dims)})")
+    if trained_sizes is None:
+        trained_sizes = lambda p2: (1, (p2 + 1) // 2, p2)  # noqa: E731
+    curves, reference_seconds, train_seconds, device_name = {}, 0.0, 0.0, str(device)
+    for d, n in zip(dims, lengths, strict=True):
+        task = TaskConfig("poly", input_dim=d, context_length=n, degree=2)
+        p2 = monomial_count(d, 2)
+        start = time.perf_counter()
+        linear = best_coordinate_subset(task, 0)
+        kernel = best_coordinate_subset(task, p2)
+        slots = {0: linear, **_slot_path(task, restarts, seed)}
+        widths = {0: linear, **_width_path(task, restarts, seed)}
+        top = list(range(p2, p2 + beyond + 1))
+        slots.update({m: kernel for m in top})
+        widths.update({h: kernel for h in top})
+        reference_seconds += time.perf_counter() - start
+        norm = linear.null_loss
+        sizes = [] if train_config is None else sorted(
+            {check_int("trained size", v, minimum=1) for v in trained_sizes(p2)})
+        shapes = {("slots", v): (v, max(v, p2)) for v in sizes}
+        shapes.update({("width", v): (max(v, p2), v) for v in sizes})
+        unique = sorted(set(shapes.values()))
+        configs = [ModelConfig("glu-lsa", feature_slots=m, glu_width=h) for m, h in unique]
+        trained = {}
+        if configs:
+            result = train_ensemble(task, configs, train_config, device=device,
+                                    progress=progress)
+            train_seconds += result.seconds
+            device_name = result.device
+            trained = {shape: float(exact_model_loss(model, task) / norm)
+                       for shape, model in zip(unique, result.models, strict=True)}
+        curves[d] = ThresholdCurve(
+            task, p2, {m: float(slots[m].loss / norm) for m in sorted(slots)},
+            {h: float(widths[h].loss / norm) for h in sorted(widths)},
+            float(kernel.loss / norm), float(linear.loss / norm), float(norm),
+            {v: trained[shapes[("slots", v)]] for v in sizes},
+            {v: trained[shapes[("width", v)]] for v in sizes})
+    return ThresholdSweep(curves, train_config, reference_seconds, train_seconds, device_name)
+
+
 __all__ = [
-    "BlockOptimum", "CapacitySweep", "EmbeddingSize", "ExactBlockLoss", "best_block",
-    "best_coordinate_subset", "best_feature_subspace", "best_glu_features", "capacity_sweep",
-    "required_embedding",
+    "BlockOptimum", "CapacitySweep", "EmbeddingSize", "ExactBlockLoss", "ThresholdCurve",
+    "ThresholdSweep", "best_block", "best_coordinate_subset", "best_feature_subspace",
+    "best_glu_features", "capacity_sweep", "degree_two_bound", "required_embedding",
+    "threshold_sweep",
 ]

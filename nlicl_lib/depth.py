@@ -23,13 +23,14 @@ both). Both assumptions are needed: with full $P_\ell, Q_\ell$ the identity fail
   quadratic slot; this is how depth raises the degree).
 - :func:`monomial_schedule`: the feature blocks of the reference recursion: chunks of $m$
   monomials (squares first), cycled; for cubic tasks, quadratics then the cubics they generate.
-- :func:`reference_model`, :func:`depth_sweep`: the reference recursion and its per-block
-  preconditioners. Block 1's optimum on its own is exact (Theorem 9 (thm-feature-optimum),
-  :func:`nlicl_lib.theory.one_step_gd_optimum`), and the reference starts there. Later blocks
-  have no closed-form optimum: their moments mix several context points. So the reference's
-  $\Gamma_\ell$ are optimised like a model's weights, by Adam on fresh prompts that are never
-  reused (a fixed sample could be overfitted), with its GLUs frozen at the construction, in
-  the same ensemble as the trained stacks. The result is a good reference, not a proven optimum.
+- :func:`greedy_reference`, :func:`schedule_features`, :func:`recursion_losses`: the reference
+  of Proposition 15 (prop-greedy-reference): the recursion on the schedule's blocks with each
+  $\Gamma_\ell$ the best given the earlier ones (block 1 exact, Theorem 9
+  (thm-feature-optimum); later blocks from Monte Carlo context moments), so its loss can only
+  fall with depth; with $m \ge p_2$ it is $L$ steps of kernel GD. Losses given the context are
+  closed forms in the context's empirical moments, the task and query integrated out exactly.
+- :func:`reference_model`: the recursion as a constructed stack; :func:`depth_sweep`: trained
+  stacks of several shapes in one ensemble.
 - :func:`stack_slot_features`, :func:`stack_as_bcd`: read a trained (or constructed) stack as
   the recursion it computes, its features as exact polynomials of $x$.
 - :func:`context_conditional_loss`: the test loss given the context, task and query
@@ -39,23 +40,27 @@ both). Both assumptions are needed: with full $P_\ell, Q_\ell$ the identity fail
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from .device import resolve_device
 from .errors import ConfigError, check_choice, check_float, check_int
 from .models import GLU, LSA, Block, InContextRegressor
 from .monomials import (
     PolyMap,
     evaluate_monomials,
+    moment_matrix,
     monomial_exponents,
     monomial_name,
     second_moment,
 )
-from .tasks import Prompts, TaskConfig, embed
-from .theory import one_step_gd_optimum
+from .seeding import STREAM_REFERENCE, STREAM_TEST
+from .tasks import Prompts, TaskConfig, embed, sample_prompts
+from .theory import null_loss, one_step_gd_optimum
 
 # ---------------------------------------------------------------------------------------------
 # polynomial algebra on PolyMaps
@@ -392,46 +397,240 @@ def context_conditional_loss(model: InContextRegressor, task: TaskConfig
 
 
 
-def reference_model(task: TaskConfig, slots: int, depth: int, glu_reads: str | None = None
-                    ) -> InContextRegressor:
+@dataclass
+class GreedyReference:
+    r"""The greedy block-coordinate reference (:func:`greedy_reference`): per depth
+    $\ell = 1, \dots, L$ the loss of the recursion cut after block $\ell$.
+
+    ``loss``, ``std_error``: unnormalised test losses ``(L,)`` on ``test_contexts`` fresh
+    contexts (task and query integrated out exactly) and their standard errors;
+    ``gain_std_error``: the paired standard error of ``loss[l-1] - loss[l]`` (the first entry:
+    of ``null_loss - loss[0]``), the error of each block's gain; ``worst_share``: the largest
+    single context's share of each test mean; ``fit_loss``: the same losses on the fitting
+    contexts, non-increasing by construction; ``exact_first``: the exact loss of block 1
+    (Theorem 9 (thm-feature-optimum)); ``features``, ``gammas``: $\psi_\ell$ and
+    $\Gamma_\ell$ of the recursion.
+    """
+
+    task: TaskConfig
+    features: list[PolyMap]
+    gammas: list[np.ndarray]
+    loss: np.ndarray
+    std_error: np.ndarray
+    gain_std_error: np.ndarray
+    worst_share: np.ndarray
+    fit_loss: np.ndarray
+    exact_first: float
+    null_loss: float
+    fit_contexts: int
+    test_contexts: int
+    seconds: float
+
+    @property
+    def depths(self) -> list[int]:
+        return list(range(1, len(self.gammas) + 1))
+
+    def normalised(self) -> np.ndarray:
+        """``loss`` / $\\mathbb E[y^2]$."""
+        return self.loss / self.null_loss
+
+
+def greedy_reference(task: TaskConfig, feature_blocks: Sequence[PolyMap],
+                     fit_contexts: int = 100_000, test_contexts: int = 40_000, seed: int = 0,
+                     batch_size: int = 10_000, device: torch.device | str = "cpu"
+                     ) -> GreedyReference:
+    r"""The block-coordinate recursion on the features ``feature_blocks`` $\psi_1, \dots,
+    \psi_L$ with greedily optimal preconditioners: $\Gamma_\ell$ minimises the test loss given
+    $\Gamma_1, \dots, \Gamma_{\ell-1}$, Proposition 15 (prop-greedy-reference).
+
+    Write every feature block and the target over one monomial basis $b(x)$ ($K$ monomials):
+    $\psi_\ell = C_\ell\, b$, $\phi = C_\phi\, b$, and let $\hat M = \frac1n\sum_{i\le n}
+    b(x_i) b(x_i)^\top$ (the context's only statistic the recursion uses) and $M = \mathbb
+    E[b b^\top]$ (exact, Lemma 3 (lem-gaussian-moments)). Given the context, the residual
+    function after $\ell$ blocks is $r_\ell(x) = b(x)^\top W_\ell\, \beta$ with
+
+    $$W_0 = C_\phi^\top, \qquad G_\ell = C_\ell \hat M W_{\ell-1}, \qquad
+      W_\ell = W_{\ell-1} - C_\ell^\top \Gamma_\ell\, G_\ell,$$
+
+    ($g_\ell = G_\ell\beta$), and the loss given the context, task and query integrated out, is
+    $\operatorname{tr}(W_\ell^\top M W_\ell)$. Its mean over contexts is a convex quadratic in
+    $\Gamma_\ell$, minimised where $T_\ell\,\Gamma_\ell\, \mathbb E[G_\ell G_\ell^\top] =
+    \mathbb E[A_\ell G_\ell^\top]$ with $T_\ell = C_\ell M C_\ell^\top$ and
+    $A_\ell = C_\ell M W_{\ell-1}$; $\Gamma_\ell = 0$ is allowed, so the optimum can only lower
+    the loss. Block 1's optimum is exact (Theorem 9 (thm-feature-optimum)); for $\ell \ge 2$
+    the two context expectations are Monte Carlo means over ``fit_contexts`` contexts (stream
+    ``STREAM_REFERENCE``, never the test contexts), solved with pseudo-inverses (padded zero
+    slots). The losses are measured on ``test_contexts`` fresh contexts of the test stream.
+    Noise-free isotropic polynomial tasks.
+    """
+    blocks = _check_recursion(task, feature_blocks)
+    fit_contexts = check_int("fit_contexts", fit_contexts, minimum=1)
+    test_contexts = check_int("test_contexts", test_contexts, minimum=2)
+    batch_size = check_int("batch_size", batch_size, minimum=1)
+    device = resolve_device(device)
+    start = time.perf_counter()
+    algebra = _RecursionAlgebra(task, blocks, device)
+    first = one_step_gd_optimum(task.target_features, blocks[0], task.context_length,
+                                task.noise_std)
+    gammas = [np.asarray(first.gamma, dtype=np.float64)]
+    fit_moments = algebra.empirical(fit_contexts, seed, STREAM_REFERENCE, batch_size)
+    w = algebra.start(fit_contexts)
+    fit = []
+    for ell in range(len(blocks)):
+        g = algebra.gradient(ell, fit_moments, w)
+        if ell > 0:
+            a = torch.einsum("dk,kl,blp->bdp", algebra.coefficients[ell], algebra.moment, w)
+            gg = torch.einsum("bdp,bep->de", g, g).cpu().numpy()
+            ag = torch.einsum("bdp,bep->de", a, g).cpu().numpy()
+            t = algebra.parts[ell] @ algebra.exact_moment @ algebra.parts[ell].T
+            gammas.append(np.linalg.pinv(t, hermitian=True) @ ag
+                          @ np.linalg.pinv(gg, hermitian=True))
+        w = algebra.step(ell, gammas[ell], g, w)
+        fit.append(float(algebra.loss(w).mean()))
+    del fit_moments
+    test = recursion_losses(task, blocks, gammas, test_contexts, seed, STREAM_TEST, batch_size,
+                            device)
+    null = null_loss(task)
+    gains = -np.diff(np.hstack([np.full((test.shape[0], 1), null), test]), axis=1)
+    sqrt_count = np.sqrt(test.shape[0])
+    return GreedyReference(
+        task, blocks, gammas, test.mean(axis=0), test.std(axis=0, ddof=1) / sqrt_count,
+        gains.std(axis=0, ddof=1) / sqrt_count, test.max(axis=0) / test.sum(axis=0),
+        np.array(fit), float(first.loss), null, fit_contexts, test_contexts,
+        time.perf_counter() - start)
+
+
+def _check_recursion(task: TaskConfig, feature_blocks: Sequence[PolyMap]) -> list[PolyMap]:
+    if task.kind != "poly" or task.covariance is not None or task.noise_std > 0:
+        raise ConfigError("task", task.describe(), "a noise-free isotropic polynomial task")
+    blocks = list(feature_blocks)
+    if not blocks:
+        raise ConfigError("feature_blocks", 0, "at least one block")
+    for f in blocks:
+        if f.input_dim != task.input_dim:
+            raise ConfigError("feature_blocks", f.input_dim, f"maps of d={task.input_dim} inputs")
+    return blocks
+
+
+class _RecursionAlgebra:
+    """The recursion of :func:`greedy_reference` over one monomial basis $b(x)$."""
+
+    def __init__(self, task: TaskConfig, blocks: Sequence[PolyMap], device: torch.device):
+        self.task, self.device = task, device
+        self.joint = _joint_features([*blocks, task.target_features])
+        self.parts = np.split(self.joint.coefficients,
+                              np.cumsum([f.num_outputs for f in blocks]))
+        self.exact_moment = moment_matrix(self.joint.exponents, self.joint.exponents)
+        self.coefficients = [self.tensor(c) for c in self.parts[:-1]]
+        self.moment = self.tensor(self.exact_moment)
+
+    def tensor(self, a) -> torch.Tensor:
+        return torch.as_tensor(a, dtype=torch.float64, device=self.device)
+
+    def empirical(self, count: int, seed: int, stream: int, batch_size: int) -> torch.Tensor:
+        r"""$\hat M$ of ``count`` contexts, ``(count, K, K)``."""
+        n, out, drawn, step = self.task.context_length, [], 0, 0
+        while drawn < count:
+            size = min(batch_size, count - drawn)
+            x = sample_prompts(self.task, size, seed, step, self.device, stream,
+                               torch.float64).x[:, :n]
+            b = evaluate_monomials(x, self.joint.exponents)
+            out.append(torch.einsum("bik,bil->bkl", b, b) / n)
+            drawn, step = drawn + size, step + 1
+        return torch.cat(out)
+
+    def start(self, count: int) -> torch.Tensor:
+        return self.tensor(self.parts[-1].T).expand(count, -1, -1)
+
+    def gradient(self, block: int, moments: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return torch.einsum("dk,bkl,blp->bdp", self.coefficients[block], moments, w)
+
+    def step(self, block: int, gamma: np.ndarray, g: torch.Tensor, w: torch.Tensor
+             ) -> torch.Tensor:
+        return w - torch.einsum("dk,de,bep->bkp", self.coefficients[block], self.tensor(gamma), g)
+
+    def loss(self, w: torch.Tensor) -> torch.Tensor:
+        return torch.einsum("bkp,kl,blp->b", w, self.moment, w)
+
+
+def recursion_losses(task: TaskConfig, feature_blocks: Sequence[PolyMap], gammas: Sequence,
+                     contexts: int, seed: int = 0, stream: int = STREAM_TEST,
+                     batch_size: int = 10_000, device: torch.device | str = "cpu"
+                     ) -> np.ndarray:
+    r"""The block-coordinate recursion's loss given the context (task and query integrated
+    out exactly), $\operatorname{tr}(W_\ell^\top M W_\ell)$ of :func:`greedy_reference`, after
+    every block, on ``contexts`` contexts of ``(seed, stream)``: ``(contexts, L)`` float64."""
+    blocks = _check_recursion(task, feature_blocks)
+    if len(gammas) != len(blocks):
+        raise ConfigError("gammas", len(gammas), f"one per feature block ({len(blocks)})")
+    contexts = check_int("contexts", contexts, minimum=1)
+    algebra = _RecursionAlgebra(task, blocks, resolve_device(device))
+    moments = algebra.empirical(contexts, seed, stream, check_int("batch_size", batch_size,
+                                                                  minimum=1))
+    w, out = algebra.start(contexts), []
+    for ell, gamma in enumerate(gammas):
+        w = algebra.step(ell, np.asarray(gamma, dtype=np.float64),
+                         algebra.gradient(ell, moments, w), w)
+        out.append(algebra.loss(w).cpu().numpy())
+    return np.stack(out, axis=1)
+
+
+def schedule_features(task: TaskConfig, slots: int, depth: int) -> list[PolyMap]:
+    r"""$\psi_\ell = (x; \phi_\ell)$ for the :func:`monomial_schedule` blocks of ``task``
+    (degree 2 or 3) with $m$ = ``slots``, zero slots padded. With $m \ge p_2$ every block
+    holds all quadratic monomials: the recursion is then $L$ steps of preconditioned GD on
+    the whole kernel's features $(x; \phi_2)$."""
+    degree = max(task.degree, 2)
+    blocks = monomial_schedule(task.input_dim, slots, depth, degree)
+    return [with_input(pad_outputs(b, slots)) for b in blocks]
+
+
+def reference_model(task: TaskConfig, slots: int, depth: int, glu_reads: str | None = None,
+                    gammas: Sequence | None = None) -> InContextRegressor:
     r"""The recursion over :func:`monomial_schedule` blocks as a constructed stack
-    (:func:`deep_glu_lsa`), $\psi_\ell = (x; \phi_\ell)$, started at $\Gamma_1$ = the exact
-    one-step optimum on $\psi_1$ (Theorem 9 (thm-feature-optimum)) and $\Gamma_{\ell \ge 2} = 0$:
-    before any optimisation it is the best single block on $\phi_1$. GLUs read $x$ for
-    quadratic tasks and $(x; \text{slots})$ for cubic ones (default)."""
+    (:func:`deep_glu_lsa`), $\psi_\ell = (x; \phi_\ell)$. ``gammas``: its $\Gamma_\ell$ (e.g. the
+    first ``depth`` of a :class:`GreedyReference` on :func:`schedule_features`); default:
+    $\Gamma_1$ = the exact one-step optimum on $\psi_1$ (Theorem 9 (thm-feature-optimum)) and
+    $\Gamma_{\ell \ge 2} = 0$, the best single block on $\phi_1$. GLUs read $x$ for quadratic
+    tasks and $(x; \text{slots})$ for cubic ones (default)."""
     if task.kind != "poly" or task.degree > 3 or task.covariance is not None:
         raise ConfigError("task", task.describe(), "an isotropic polynomial task of degree <= 3")
     degree = max(task.degree, 2)
     reads = glu_reads or ("x" if degree == 2 else "x+slots")
     blocks = monomial_schedule(task.input_dim, slots, depth, degree)
-    first = with_input(pad_outputs(blocks[0], slots))
-    gamma = one_step_gd_optimum(task.target_features, first, task.context_length,
-                                task.noise_std).gamma
-    size = task.input_dim + slots
-    gammas = [gamma] + [np.zeros((size, size))] * (depth - 1)
-    return deep_glu_lsa(task.input_dim, blocks, gammas, slots, reads)
+    if gammas is None:
+        first = with_input(pad_outputs(blocks[0], slots))
+        gamma = one_step_gd_optimum(task.target_features, first, task.context_length,
+                                    task.noise_std).gamma
+        size = task.input_dim + slots
+        gammas = [gamma] + [np.zeros((size, size))] * (depth - 1)
+    elif len(gammas) < depth:
+        raise ConfigError("gammas", len(gammas), f"at least depth={depth} matrices")
+    return deep_glu_lsa(task.input_dim, blocks, list(gammas)[:depth], slots, reads)
+
+
+def shape_key(slots: int, depth: int) -> str:
+    """The key of a stack of ``depth`` blocks with ``slots`` in a :class:`DepthSweep`."""
+    return f"m{slots}-L{depth}"
 
 
 @dataclass
 class DepthSweep:
-    r"""Trained stacks of several depths with $m$ slots, one wide block, and the reference
-    recursion of each depth, all trained together (:func:`depth_sweep`).
+    r"""Trained GLU-LSA stacks of several shapes (slots $m$, depth $L$), trained together
+    (:func:`depth_sweep`); results keyed by :func:`shape_key`.
 
     ``loss`` and ``std_error``: unnormalised test losses and their standard errors, on the same
     ``test_prompts`` fresh contexts for every model, with the task and the query integrated
     out exactly (:func:`context_conditional_loss`); ``worst_share``: the largest single
     context's share of that sum (near 0 for a light-tailed loss, near 1 when one context
     dominates the mean). ``exact`` holds the exact loss of the depth-1 models
-    (Theorem 9 (thm-feature-optimum) with the model's own features and $\Gamma$).
+    (Theorem 9 (thm-feature-optimum) with the model's own features and $\Gamma$);
+    ``parameters``: the number of trained weights of each model.
     """
 
     task: TaskConfig
-    slots: int
-    depths: list[int]
-    wide_slots: int | None
-    trained: dict[int, InContextRegressor]
-    references: dict[int, InContextRegressor]
-    wide: InContextRegressor | None
+    shapes: list[tuple[int, int]]
+    models: dict[str, InContextRegressor]
     loss: dict[str, float]
     std_error: dict[str, float]
     exact: dict[str, float]
@@ -442,54 +641,39 @@ class DepthSweep:
     test_prompts: int
     diverged: dict[str, bool]
     worst_share: dict[str, float]
+    parameters: dict[str, int]
 
     def normalised(self, key: str) -> float:
         return self.loss[key] / self.null_loss
 
 
-def depth_sweep(task: TaskConfig, slots: int, depths: Sequence[int], train_config,
-                wide_slots: int | None = None, glu_reads: str | None = None,
-                reference_depths: Sequence[int] | None = None, learning_rate: float = 0.02,
-                test_prompts: int = 20000, device: torch.device | str = "cpu",
-                progress: bool | None = None) -> DepthSweep:
-    r"""Train, in one ensemble (:func:`nlicl_lib.ensemble.train_ensemble`), GLU-LSA stacks of
-    each depth in ``depths`` with ``slots`` $m$ (GLUs read $x$ for quadratic tasks, $(x;
-    \text{slots})$ for cubic ones), one block with ``wide_slots`` (if given), and for each of
-    ``reference_depths`` (default: ``depths``) the reference recursion of
-    :func:`reference_model` with its GLUs frozen, so that only its $\Gamma_\ell$ are optimised,
-    on the same fresh prompts as the models (no prompt is reused, so the fitted
-    $\Gamma_\ell$ cannot overfit a sample); the depth-1 reference is left at its exact optimum.
-    Peak learning rate ``learning_rate`` $/L$. Test losses: :func:`ensemble_test_loss` on
-    ``test_prompts`` contexts, task and query integrated out exactly.
-
-    Keys of the results: ``"depth{L}"``, ``"wide"``, ``"reference{L}"``.
-    """
+def depth_sweep(task: TaskConfig, shapes: Sequence[tuple[int, int]], train_config,
+                glu_reads: str | None = None, test_prompts: int = 20000,
+                device: torch.device | str = "cpu", progress: bool | None = None
+                ) -> DepthSweep:
+    r"""Train, in one ensemble (:func:`nlicl_lib.ensemble.train_ensemble`), one GLU-LSA stack per
+    ``(slots, depth)`` in ``shapes`` (GLUs read $x$ for quadratic tasks, $(x; \text{slots})$ in
+    the later blocks of cubic ones; width $h = m$), each from its own default initialisation
+    with peak learning rate ``train_config.learning_rate`` $/L$, all on the same prompts. Test
+    losses: :func:`~nlicl_lib.ensemble.ensemble_test_loss` on ``test_prompts`` contexts, task and
+    query integrated out exactly."""
     from .ensemble import ensemble_test_loss, train_ensemble
     from .experiment import ModelConfig, exact_model_loss
 
     degree = max(task.degree, 2)
     reads = glu_reads or ("x" if degree == 2 else "x+slots")
-    depths = [check_int("depth", L, minimum=1) for L in depths]
-    ref_depths = list(depths if reference_depths is None else reference_depths)
-    keys, members, rates, train_glu = [], [], [], []
-    for L in depths:
-        keys.append(f"depth{L}")
-        members.append(ModelConfig("glu-lsa", depth=L, feature_slots=slots,
-                                   glu_reads=reads if L > 1 else "x"))
-        rates.append(learning_rate / L)
-        train_glu.append(True)
-    if wide_slots is not None:
-        keys.append("wide")
-        members.append(ModelConfig("glu-lsa", feature_slots=wide_slots))
-        rates.append(learning_rate)
-        train_glu.append(True)
-    for L in ref_depths:
-        keys.append(f"reference{L}")
-        members.append(reference_model(task, slots, L, reads))
-        rates.append(learning_rate / L if L > 1 else 0.0)  # depth 1 is already the exact optimum
-        train_glu.append(False)
-    result = train_ensemble(task, members, train_config, learning_rates=rates,
-                            train_glu=train_glu, device=device, progress=progress)
+    shapes = [(check_int("slots", m, minimum=1), check_int("depth", L, minimum=1))
+              for m, L in shapes]
+    if not shapes:
+        raise ConfigError("shapes", "[]", "at least one (slots, depth) pair")
+    keys = [shape_key(m, L) for m, L in shapes]
+    if len(set(keys)) != len(keys):
+        raise ConfigError("shapes", shapes, "distinct (slots, depth) pairs")
+    members = [ModelConfig("glu-lsa", depth=L, feature_slots=m, glu_reads=reads if L > 1 else "x")
+               for m, L in shapes]
+    rates = [train_config.learning_rate / L for _, L in shapes]
+    result = train_ensemble(task, members, train_config, learning_rates=rates, device=device,
+                            progress=progress)
     mean, error, samples = ensemble_test_loss(result.models, task, num_prompts=test_prompts,
                                               seed=train_config.seed, device=device,
                                               return_samples=True)
@@ -501,10 +685,7 @@ def depth_sweep(task: TaskConfig, slots: int, depths: Sequence[int], train_confi
         if value is not None:
             exact[key] = value
     return DepthSweep(
-        task, slots, depths, wide_slots,
-        {L: models[f"depth{L}"] for L in depths},
-        {L: models[f"reference{L}"] for L in ref_depths},
-        models.get("wide"),
+        task, shapes, models,
         dict(zip(keys, map(float, mean), strict=True)),
         dict(zip(keys, map(float, error), strict=True)),
         exact,
@@ -512,30 +693,25 @@ def depth_sweep(task: TaskConfig, slots: int, depths: Sequence[int], train_confi
         result.null_loss, result.seconds, result.device, test_prompts,
         dict(zip(keys, result.diverged, strict=True)),
         dict(zip(keys, map(float, worst), strict=True)),
+        {key: sum(p.numel() for p in model.parameters()) for key, model in models.items()},
     )
 
 
-def bcd_reference_loss(task: TaskConfig, slots: int, depth: int, train_config=None,
-                       test_prompts: int = 20000, device: torch.device | str = "cpu"
+def bcd_reference_loss(task: TaskConfig, slots: int, depth: int, fit_contexts: int = 100_000,
+                       test_prompts: int = 40_000, device: torch.device | str = "cpu"
                        ) -> tuple[float, float]:
-    r"""The reference recursion's test loss (mean over ``test_prompts`` contexts with the task
-    and query integrated out, standard error; unnormalised) for a stack of ``depth`` blocks with
-    ``slots``: :func:`reference_model` with its $\Gamma_\ell$ optimised on fresh prompts (default
-    600 steps of 1000 prompts), as in :func:`depth_sweep`. Not an optimum: the best
-    $\Gamma_\ell$ of a deep stack have no closed form, and Adam finds good ones, not the best."""
-    from .train import TrainConfig
-
-    config = train_config or TrainConfig(steps=600, batch_size=1000)
-    sweep = depth_sweep(task, slots, [], config, reference_depths=[depth],
-                        test_prompts=test_prompts, device=device, progress=False)
-    key = f"reference{depth}"
-    return sweep.loss[key], sweep.std_error[key]
+    r"""The greedy block-coordinate reference (:func:`greedy_reference` on the
+    :func:`monomial_schedule` blocks of $m$ = ``slots``) cut at ``depth`` blocks: its test loss
+    (unnormalised, task and query integrated out) and standard error."""
+    reference = greedy_reference(task, schedule_features(task, slots, depth), fit_contexts,
+                                 test_prompts, device=device)
+    return float(reference.loss[-1]), float(reference.std_error[-1])
 
 
 __all__ = [
-    "DepthSweep", "bcd_reference_loss", "context_conditional_loss", "context_residuals",
-    "deep_glu_lsa", "depth_sweep", "monomial_schedule", "pad_outputs", "poly_add",
-    "poly_multiply", "reference_model", "stack_as_bcd", "stack_slot_features",
+    "DepthSweep", "GreedyReference", "bcd_reference_loss", "context_conditional_loss", "context_residuals",
+    "deep_glu_lsa", "depth_sweep", "shape_key", "greedy_reference", "monomial_schedule", "pad_outputs", "poly_add",
+    "poly_multiply", "recursion_losses", "reference_model", "schedule_features", "stack_as_bcd", "stack_slot_features",
     "with_dense_attention", "with_input",
 ]
 

@@ -24,7 +24,7 @@ import copy
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -40,7 +40,7 @@ from .seeding import STREAM_TEST
 from .sweeps import clip_per_member, quadratic_form_matrix
 from .tasks import TaskConfig, sample_prompts
 from .theory import null_loss
-from .train import TrainConfig
+from .train import TrainConfig, diagnose_divergence
 
 
 @dataclass
@@ -48,7 +48,9 @@ class EnsembleResult:
     """``models``: one trained :class:`InContextRegressor` per member (float32, on ``device``);
     ``configs``: the resolved config of each member (``None`` for members given as models);
     ``loss_history``: ``(E, steps)`` batch losses (unnormalised); ``diverged``: members whose
-    loss became NaN (their training stopped there)."""
+    loss became NaN (their training stopped there); ``divergence``: for each member, why
+    (the message of :func:`nlicl_lib.train.diagnose_divergence`: a forward pass that overflows
+    at the initial weights, or a too-large step), ``None`` for members that did not diverge."""
 
     models: list[InContextRegressor]
     configs: list[ModelConfig | None]
@@ -58,6 +60,7 @@ class EnsembleResult:
     steps: int
     device: str
     diverged: list[bool]
+    divergence: list[str | None] = field(default_factory=list)
 
 
 class StackedGLULSA(torch.nn.Module):
@@ -294,6 +297,7 @@ def train_ensemble(
     alive = torch.ones(count, dtype=torch.bool, device=device)
     normaliser = null_loss(task)
     history = np.full((count, train_config.steps), np.nan)
+    divergence: list[str | None] = [None] * count
     start = time.perf_counter()
     with Progress(train_config.steps, progress, desc=f"{count} models on {device.type}") as bar:
         for step in range(train_config.steps):
@@ -301,7 +305,14 @@ def train_ensemble(
                                      device, dtype=stack.w1.dtype)
             prediction = stack(prompts.x, prompts.y)
             losses = torch.mean((prediction - prompts.query_label) ** 2, dim=1)  # (E,)
+            was_alive = alive.clone()
             alive &= torch.isfinite(losses)
+            for e in torch.nonzero(was_alive & ~alive).flatten().tolist():
+                # models[e] still holds member e's initial weights (written back at the end)
+                z = prompts.embed(models[e].feature_slots).to(device="cpu")
+                rate_e = rates[e] * train_config.learning_rate_at(step) / train_config.learning_rate
+                divergence[e] = str(diagnose_divergence(models[e], z, step,
+                                                        float(losses[e].detach()), rate_e))
             for p in params:
                 p.grad = None
             (torch.where(alive, losses, 0.0).sum() / normaliser).backward()
@@ -317,7 +328,8 @@ def train_ensemble(
     for model in models:
         model.to(device)
     return EnsembleResult(models, configs, history, normaliser, seconds, train_config.steps,
-                          describe_device(device), [not bool(a) for a in alive.cpu()])
+                          describe_device(device), [not bool(a) for a in alive.cpu()],
+                          divergence)
 
 
 @torch.no_grad()

@@ -21,16 +21,57 @@ class ConfigError(ValueError):
 
 
 class TrainingDivergedError(RuntimeError):
-    """The training loss became NaN or infinite."""
+    """The training loss became NaN or infinite after updates from weights whose forward pass
+    was finite: a too-large step (see :class:`ForwardOverflowError` for the other cause)."""
 
     def __init__(self, step: int, loss: float, learning_rate: float):
         self.step = step
         self.loss = loss
         self.learning_rate = learning_rate
-        super().__init__(
-            f"the training loss became {loss} at step {step} (learning rate {learning_rate:g}); "
-            f"try a smaller learning rate, e.g. lr={learning_rate / 4:g}, or gradient clipping"
-        )
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        return (f"the training loss became {self.loss} at step {self.step} (learning rate "
+                f"{self.learning_rate:g}); try a smaller learning rate, e.g. "
+                f"lr={self.learning_rate / 4:g}, or gradient clipping")
+
+
+class ForwardOverflowError(TrainingDivergedError):
+    """The model's forward pass overflows at its initial weights (the residual stream becomes
+    infinite, NaN or huge before any update), so no learning rate can help. ``block``: where
+    the stream first does so (1-based; ``part`` says whether after the block's GLU or the whole
+    block); ``peak``: its largest entry there (``inf``/``nan`` when not finite); ``scale``: the
+    largest entry of the embedded prompts, for comparison; ``remedies``: what to change
+    (default: fewer blocks or a smaller initialisation); ``before``: the stream's largest entry
+    just before ``block`` (``None``: not known)."""
+
+    def __init__(self, step: int, loss: float, learning_rate: float, block: int, peak: float,
+                 scale: float, part: str = "block", remedies: str | None = None,
+                 before: float | None = None):
+        self.block = block
+        self.peak = peak
+        self.scale = scale
+        self.part = part
+        self.remedies = remedies or "fewer blocks (depth) or a smaller initialisation"
+        self.before = before
+        super().__init__(step, loss, learning_rate)
+
+    def _message(self) -> str:
+        where = f"block {self.block}" + ("'s GLU" if self.part == "glu" else "")
+        previous = (f" (largest entry {self.before:.3g} just before)"
+                    if self.before is not None and self.before != self.scale else "")
+        reach = (f"reaches {self.peak:.3g} in {where}{previous}, with the prompts' entries at "
+                 f"most {self.scale:.3g}")
+        head = (f"the training loss became {self.loss} at step {self.step} (learning rate "
+                f"{self.learning_rate:g})")
+        if self.step == 0:
+            cause = ("because the model's forward pass overflows at initialisation, before any "
+                     f"update: the residual stream {reach}")
+        else:
+            cause = ("but the model's forward pass already overflows at initialisation: on that "
+                     f"step's prompts the initial weights' residual stream {reach}")
+        return (f"{head}, {cause}; a smaller learning rate cannot help (this is not a too-large "
+                f"step); use {self.remedies}")
 
 
 def check_int(param: str, value: Any, minimum: int = 1, maximum: int | None = None) -> int:

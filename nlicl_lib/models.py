@@ -138,8 +138,10 @@ class GLU(nn.Module):
         self.reset_parameters(init)
 
     def reset_parameters(self, init: str = "normal") -> None:
-        """``"normal"``: $W_1, W_2 \\sim \\mathcal N(0, 1)$ entries and an orthogonal $W_3$ scaled
-        by $1/\\sqrt{\\text{inputs read}}$; ``"small"``: all entries $\\mathcal N(0, 0.02^2)$
+        """``"normal"``: $W_1, W_2 \\sim \\mathcal N(0, 1)$ entries on the input columns and zero
+        on the columns that read the slots (so that a stack's slots stay O(1) at any depth
+        instead of squaring at each block), and an orthogonal $W_3$ scaled by
+        $1/\\sqrt{\\text{inputs read}}$; ``"small"``: all entries $\\mathcal N(0, 0.02^2)$
         (shows the dead-feature failure: one feature direction never grows); ``"large"``:
         $W_1, W_2 \\sim \\mathcal N(0, 2^2)$ and $\\sqrt h$ times an orthogonal $W_3$. How often
         each initialisation loses a feature direction over seeds is measured in chapter 3, not
@@ -157,6 +159,13 @@ class GLU(nn.Module):
                 nn.init.orthogonal_(self.w3)
                 # keep the written features O(1) whatever the width and input size
                 self.w3.mul_(1.0 / math.sqrt(self.w1.shape[1]))
+                # The columns that read the slots start at zero (drawn first, so every other
+                # weight is what it was): each block starts by writing quadratic forms of x,
+                # and the slots stay O(1) at any depth. With N(0, 1) there, each block would
+                # square the slots' size and degree (degree 2^L; float32 overflows by L = 5).
+                slot_columns = slice(self.input_dim, self.input_dim + self.feature_slots)
+                self.w1[:, slot_columns] = 0.0
+                self.w2[:, slot_columns] = 0.0
             else:
                 for w in (self.w1, self.w2, self.w3):
                     w.normal_(0.0, 0.02)

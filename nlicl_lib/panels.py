@@ -127,11 +127,16 @@ def block_size_panel(device: str = "auto") -> TrainingPanel:
                          title="How big one block must be")
 
 
+DEPTH_CONTEXT_LENGTH = 100
+
+
 def depth_panel(device: str = "auto") -> TrainingPanel:
-    """Chapter 5: stacks of $L$ narrow blocks against the block-coordinate descent reference
-    (Theorem 13 (thm-depth-bcd); Monte Carlo, so its theory is drawn only where runs are)."""
+    """Chapter 5: stacks of $L$ narrow blocks against the greedy block-coordinate reference
+    (Proposition 15 (prop-greedy-reference); Monte Carlo, so its theory is drawn only where
+    runs are). Contexts of $n = 100$ examples, as in the chapter's depth study: with $n = 20$
+    the loss of a deep stack rests on rare contexts."""
     params = [
-        Param("depth", "depth L", 2, 1, 4),
+        Param("depth", "depth L", 2, 1, 8),
         Param("feature_slots", "feature slots m", 3, 1, 6),
         Param("degree", "degree k", 2, 2, 3),
         _steps(600, 2000),
@@ -147,7 +152,8 @@ def depth_panel(device: str = "auto") -> TrainingPanel:
             raise ConfigError("feature_slots", s["feature_slots"],
                               "at least 3 for cubic tasks (a block must keep x_j x_k to "
                               "multiply it by x_l)")
-        task = TaskConfig("poly", input_dim=INPUT_DIM, context_length=20, degree=s["degree"])
+        task = TaskConfig("poly", input_dim=INPUT_DIM, context_length=DEPTH_CONTEXT_LENGTH,
+                          degree=s["degree"])
         model = ModelConfig("glu-lsa", depth=s["depth"], feature_slots=s["feature_slots"],
                             glu_reads="x" if s["degree"] == 2 or s["depth"] == 1 else "x+slots")
         train = TrainConfig(steps=s["steps"], batch_size=500,

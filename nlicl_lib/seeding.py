@@ -19,6 +19,7 @@ STREAM_TRAIN = 0
 STREAM_TEST = 1
 STREAM_INIT = 2
 STREAM_OTHER = 3
+STREAM_REFERENCE = 4  # contexts that fit a reference's preconditioners (depth.greedy_reference)
 
 
 def seed_everything(seed: int) -> None:

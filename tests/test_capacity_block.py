@@ -11,9 +11,11 @@ from nlicl_lib.capacity import (
     best_feature_subspace,
     best_glu_features,
     capacity_sweep,
+    degree_two_bound,
     required_embedding,
+    threshold_sweep,
 )
-from nlicl_lib.monomials import PolyMap, monomial_count
+from nlicl_lib.monomials import PolyMap, monomial_count, second_moment
 from nlicl_lib.tasks import TaskConfig
 from nlicl_lib.theory import linear_gd_optimum, one_step_gd_optimum, one_step_kernel_gd_optimum
 from nlicl_lib.train import TrainConfig
@@ -121,4 +123,117 @@ def test_trained_blocks_sit_on_or_above_their_references():
         assert sweep.slots_loss[m] >= reference * (1 - 1e-9)
         assert sweep.slots_loss[m] <= reference * 1.05
     assert sweep.width_loss[2] >= sweep.glu[2].loss * (1 - 1e-9)
+    assert sweep.width_loss[2] <= sweep.glu[2].loss * 1.05
     assert sweep.slots_loss[6] <= 1.05 * sweep.kernel_optimum
+
+
+# --- the threshold at d = 3, 4, 5 (chapter 4's figure) -----------------------------------------
+
+THRESHOLD_DIMS, THRESHOLD_LENGTHS = [3, 4, 5], [20, 30, 45]
+
+
+@pytest.fixture(scope="module")
+def threshold_references():
+    """The chapter's exact references (no training): about 5 s for d = 3, 4, 5."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return threshold_sweep(THRESHOLD_DIMS, THRESHOLD_LENGTHS, None)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_threshold_sweep_structure(threshold_references):
+    sweep = threshold_references
+    assert list(sweep.curves) == THRESHOLD_DIMS
+    assert sweep.train_seconds == 0.0 and sweep.reference_seconds > 0
+    for d, n in zip(THRESHOLD_DIMS, THRESHOLD_LENGTHS, strict=True):
+        curve = sweep.curves[d]
+        p2 = monomial_count(d, 2)
+        assert (curve.task.input_dim, curve.task.context_length, curve.p2) == (d, n, p2)
+        assert list(curve.slot_loss) == list(range(p2 + 3))
+        assert list(curve.width_loss) == list(range(p2 + 3))
+        assert curve.trained_slots == {} and curve.trained_widths == {}
+        values = [curve.kernel, curve.linear, curve.null_loss, *curve.slot_loss.values(),
+                  *curve.width_loss.values()]
+        assert all(type(v) is float for v in values)  # glue-able Python floats
+
+
+@pytest.mark.parametrize("d", THRESHOLD_DIMS)
+def test_threshold_curve_is_the_proposition(threshold_references, d):
+    """Proposition 12 (prop-capacity) at d = 3, 4, 5: equal to the kernel optimum at m = p2 (to
+    1e-9), strictly decreasing below, flat above; units never beat slots, and match them from
+    h = d on."""
+    curve = threshold_references.curves[d]
+    p2, task = curve.p2, curve.task
+    kernel = one_step_kernel_gd_optimum(task)
+    assert curve.null_loss == pytest.approx(kernel.null_loss, rel=1e-12)
+    assert curve.kernel == pytest.approx(kernel.normalised_loss, rel=1e-9)
+    assert curve.slot_loss[p2] == pytest.approx(curve.kernel, rel=1e-9)
+    assert curve.linear == pytest.approx(linear_gd_optimum(task).normalised_loss, rel=1e-9)
+    assert curve.slot_loss[0] == curve.width_loss[0] == curve.linear
+    slots = [curve.slot_loss[m] for m in range(p2 + 1)]
+    assert np.all(-np.diff(slots) > 1e-4)  # strictly, by a visible step
+    for m in range(p2, p2 + 3):
+        assert curve.slot_loss[m] == pytest.approx(curve.kernel, rel=1e-12)
+        assert curve.width_loss[m] == pytest.approx(curve.kernel, rel=1e-12)
+    for h in range(1, p2 + 3):
+        assert curve.width_loss[h] >= curve.slot_loss[h] * (1 - 1e-9)
+    assert curve.units_match_from() == d
+    assert curve.width_loss[d - 1] > curve.slot_loss[d - 1] * 1.01
+    # every optimum is at or below random spans of the same size (an upper bound that holds
+    # whatever the optimiser did)
+    loss = ExactBlockLoss(task)
+    rng = np.random.default_rng(d)
+    for m in (1, p2 // 2, p2 - 1):
+        random = min(float(loss(torch.as_tensor(rng.standard_normal((m, p2)))))
+                     for _ in range(10))
+        assert curve.slot_loss[m] <= random / curve.null_loss * (1 + 1e-9)
+
+
+def test_threshold_paths_equal_the_full_searches(threshold_references):
+    """The warm-started paths find the optima of the default searches (enumeration start plus
+    four random starts): every size at d = 3, a few at d = 4."""
+    for d, slot_sizes, widths in [(3, range(1, 6), range(1, 6)), (4, (2, 5, 9), (2, 5))]:
+        curve = threshold_references.curves[d]
+        for m in slot_sizes:
+            full = best_feature_subspace(curve.task, m).normalised_loss
+            assert curve.slot_loss[m] == pytest.approx(full, rel=1e-9)
+        for h in widths:
+            full = best_glu_features(curve.task, curve.p2, h).normalised_loss
+            assert curve.width_loss[h] == pytest.approx(full, rel=1e-9)
+
+
+@pytest.mark.slow
+def test_threshold_sweep_trains_blocks_on_or_above_the_curve():
+    train = TrainConfig(steps=300, batch_size=500, learning_rate=0.02)
+    sweep = threshold_sweep([3], [20], train, trained_sizes=lambda p2: (1, p2))
+    curve = sweep.curves[3]
+    assert list(curve.trained_slots) == [1, 6] and list(curve.trained_widths) == [1, 6]
+    assert curve.trained_slots[6] == curve.trained_widths[6]  # one block, trained once
+    assert sweep.train_seconds > 0
+    for trained, best in [(curve.trained_slots, curve.slot_loss),
+                          (curve.trained_widths, curve.width_loss)]:
+        for size, value in trained.items():
+            assert value >= best[size] * (1 - 1e-6)
+            assert value <= best[size] * 1.1
+    assert curve.trained_ratios() == pytest.approx(
+        [curve.trained_slots[1] / curve.slot_loss[1], curve.trained_slots[6] / curve.kernel,
+         curve.trained_widths[1] / curve.width_loss[1], curve.trained_widths[6] / curve.kernel])
+
+
+def test_degree_two_bound():
+    """Proposition 12 (prop-capacity), item 4: zero for a quadratic target; for the cubic task
+    the cubic monomials' part orthogonal to x (6 = Var(x^3 - 3x) at d = 1), below every single
+    block's optimum."""
+    assert degree_two_bound(QUADRATIC) == pytest.approx(0.0, abs=1e-9)
+    assert degree_two_bound(TaskConfig("poly", 1, 20, 3)) == pytest.approx(6.0, rel=1e-12)
+    cubic = TaskConfig("poly", 3, 20, 3)
+    cubes = PolyMap.monomials(3, [3])
+    s33 = np.trace(second_moment(cubes))
+    cx3 = second_moment(PolyMap.monomials(3, [1]), cubes)
+    assert degree_two_bound(cubic) == pytest.approx(s33 - np.sum(cx3**2), rel=1e-12)
+    for n in (5, 20, 1000):
+        kernel2 = one_step_kernel_gd_optimum(TaskConfig("poly", 3, n, 3),
+                                             PolyMap.monomials(3, [1, 2])).loss
+        assert degree_two_bound(cubic) < kernel2

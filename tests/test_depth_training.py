@@ -5,15 +5,16 @@ exact loss, Theorem 9 (thm-feature-optimum) with the model's own features and Ga
 
 import pytest
 
-from nlicl_lib.depth import depth_sweep
+from nlicl_lib.depth import depth_sweep, shape_key
 from nlicl_lib.tasks import TaskConfig
 from nlicl_lib.train import TrainConfig
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-def check_one_block_estimate(sweep):
-    estimate, error, exact = sweep.loss["depth1"], sweep.std_error["depth1"], sweep.exact["depth1"]
+def check_one_block_estimate(sweep, slots):
+    key = shape_key(slots, 1)
+    estimate, error, exact = sweep.loss[key], sweep.std_error[key], sweep.exact[key]
     print(f"depth 1: estimate {estimate / sweep.null_loss:.5f} +- {error / sweep.null_loss:.5f},"
           f" exact {exact / sweep.null_loss:.5f}")
     assert abs(estimate - exact) < 3 * error
@@ -23,19 +24,22 @@ def check_one_block_estimate(sweep):
 @pytest.mark.slow
 def test_depth_three_beats_one_narrow_block():
     task = TaskConfig("poly", 3, 20, 2)
-    sweep = depth_sweep(task, 3, [1, 3], TrainConfig(steps=400, batch_size=500),
-                        reference_depths=[], test_prompts=20000, progress=False)
+    sweep = depth_sweep(task, [(3, 1), (3, 3)], TrainConfig(steps=400, batch_size=500),
+                        test_prompts=20000, progress=False)
     assert not any(sweep.diverged.values())
-    check_one_block_estimate(sweep)
-    assert sweep.loss["depth3"] < 0.85 * sweep.exact["depth1"]
-    assert sweep.loss["depth3"] + 2 * sweep.std_error["depth3"] < sweep.exact["depth1"]
+    check_one_block_estimate(sweep, 3)
+    one, three = sweep.exact["m3-L1"], sweep.loss["m3-L3"]
+    assert three < 0.85 * one
+    assert three + 2 * sweep.std_error["m3-L3"] < one
+    assert sweep.parameters == {"m3-L1": 63, "m3-L3": 189}
 
 
 @pytest.mark.slow
 def test_depth_two_learns_a_cubic_task_one_block_cannot():
     task = TaskConfig("poly", 3, 20, 3)
-    sweep = depth_sweep(task, 10, [1, 2], TrainConfig(steps=400, batch_size=250),
-                        reference_depths=[], test_prompts=20000, progress=False)
-    check_one_block_estimate(sweep)
-    assert sweep.loss["depth2"] < 0.85 * sweep.exact["depth1"]
-    assert sweep.loss["depth2"] + 2 * sweep.std_error["depth2"] < sweep.exact["depth1"]
+    sweep = depth_sweep(task, [(10, 1), (10, 2)], TrainConfig(steps=400, batch_size=250),
+                        test_prompts=20000, progress=False)
+    check_one_block_estimate(sweep, 10)
+    one, two = sweep.exact["m10-L1"], sweep.loss["m10-L2"]
+    assert two < 0.85 * one
+    assert two + 2 * sweep.std_error["m10-L2"] < one
