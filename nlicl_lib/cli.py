@@ -135,7 +135,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(f"note:        the Monte Carlo error is still {100 * test.relative_error:.2g}% after "
               f"{test.num_prompts:,} prompts: a few rare prompts carry much of this loss"
               + ("; a deep stack's fixed steps overshoot on contexts with unusually large "
-                 "empirical moments (chapter 5), which a longer context (e.g. --n 100) makes rarer"
+                 "empirical moments (chapter 5)"
+                 + (f", which a longer context (e.g. --n {DEEP_CONTEXT_LENGTH}) makes rarer"
+                    if task.context_length < DEEP_CONTEXT_LENGTH else "")
                  if model.kind == "glu-lsa" and model.depth > 1 else ""))
     if data["theory_loss"] is not None:
         print(f"theory:      {data['theory_loss']:.5g}  ({data['theory_name']}); ratio "
