@@ -70,6 +70,7 @@ def depth_figure(study: dict, title: str) -> go.Figure:
     """Normalised test loss against depth for every slot count of ``study`` (2 standard errors
     as error bars), with the best single block of each size as horizontal lines."""
     fig = new_figure(title, "depth L (blocks)", "test loss / E[y²]", log_y=True)
+    fig.update_yaxes(dtick="D2")  # labels at 1, 2, 5 of each decade: two decades stay readable
     for trace in _trace_pairs(study, lambda m, L: L):
         fig.add_trace(trace)
     last = max(study["depths"])
@@ -88,6 +89,8 @@ def weights_figure(study: dict, title: str) -> go.Figure:
     d = study["task"]["input_dim"]
     fig = new_figure(title, "trained weights of the stack", "test loss / E[y²]", log_x=True,
                      log_y=True)
+    fig.update_xaxes(dtick="D2")
+    fig.update_yaxes(dtick="D2")
     for trace in _trace_pairs(study, lambda m, L: stack_weights(d, m, L)):
         fig.add_trace(trace)
     return fig
