@@ -38,7 +38,7 @@ $(SETUP_STAMP): requirements.txt pyproject.toml $(BIN)/python
 setup: $(SETUP_STAMP)
 
 # --- the book ----------------------------------------------------------------------------
-# NLICL_BOOK_BUILD=1 makes nlicl_lib.display.show write figures for the static site.
+# NLICL_BOOK_BUILD=1 makes nlicl_lib.book.display.show write figures for the static site.
 book: setup
 	NLICL_BOOK_BUILD=1 $(BIN)/python tools/build_book.py
 

@@ -19,8 +19,8 @@ import time
 import torch
 from reference import ReferenceLSA
 
-from nlicl_lib.models import LSA
-from nlicl_lib.tasks import TaskConfig, sample_prompts
+from nlicl_lib.core.models import LSA
+from nlicl_lib.core.tasks import TaskConfig, sample_prompts
 
 D_IN = 5
 SHORT, LONG = 40, 640
@@ -43,7 +43,7 @@ def measure(batch: int, rounds: int) -> dict[tuple[str, int], float]:
     with torch.no_grad():
         reference.p.copy_(layer.p)
         reference.q.copy_(layer.q)
-    inputs = {n: sample_prompts(TaskConfig("linear", D_IN, n), batch, 0, 0).embed()
+    inputs = {n: sample_prompts(TaskConfig(kind="linear", input_dim=D_IN, context_length=n), batch, 0, 0).embed()
               for n in (SHORT, LONG)}
     with torch.no_grad():
         gap = (layer(inputs[SHORT]) - reference(inputs[SHORT])).abs().max().item()

@@ -19,27 +19,28 @@ import time
 
 import torch
 
-from nlicl_lib import theory
-from nlicl_lib.experiment import ModelConfig, build_model
-from nlicl_lib.sweeps import Run, context_length_grid, train_one_block_runs
-from nlicl_lib.tasks import TaskConfig
-from nlicl_lib.train import TrainConfig, train
+from nlicl_lib.core.models import ModelConfig, build_model
+from nlicl_lib.core.tasks import TaskConfig
+from nlicl_lib.experiments.sweeps import context_length_grid
+from nlicl_lib.theory import closed_forms
+from nlicl_lib.training.one_block import Run, train_one_block_runs
+from nlicl_lib.training.train import TrainConfig, train
 
 STEPS, BATCH = 60, 500
 
 
 def joint_vs_sequential() -> float:
-    tasks = [TaskConfig("poly", 3, n, 2) for n in context_length_grid(10, 160)]
+    tasks = [TaskConfig(kind="poly", input_dim=3, context_length=n, degree=2) for n in context_length_grid(10, 160)]
     seeds = [0, 1, 2, 3]
-    config = TrainConfig(STEPS, BATCH, 0.01)
+    config = TrainConfig(steps=STEPS, batch_size=BATCH, learning_rate=0.01)
     start = time.perf_counter()
-    train_one_block_runs([Run(t, ModelConfig("glu-lsa"), seed=s, data_seed=0)
+    train_one_block_runs([Run(t, ModelConfig(kind="glu-lsa"), seed=s, data_seed=0)
                           for t in tasks for s in seeds], config)
     joint = time.perf_counter() - start
     start = time.perf_counter()
     for task in tasks:
         for s in seeds:
-            train(build_model(ModelConfig("glu-lsa"), task, seed=s), task, config,
+            train(build_model(ModelConfig(kind="glu-lsa"), task, seed=s), task, config,
                   progress=False)
     sequential = time.perf_counter() - start
     ratio = sequential / joint
@@ -54,11 +55,11 @@ def exact_theory() -> float:
     worst = 0.0
     for d in range(1, 6):
         for k in range(1, 4):
-            task = TaskConfig("poly", d, 20, k)
+            task = TaskConfig(kind="poly", input_dim=d, context_length=20, degree=k)
             start = time.perf_counter()
-            theory.one_step_kernel_gd_optimum(task)
-            theory.best_linear_loss(task)
-            theory.one_step_gd_optimum(task.target_features, theory.kernel_features(d, 2), 20)
+            closed_forms.one_step_kernel_gd_optimum(task)
+            closed_forms.best_linear_loss(task)
+            closed_forms.one_step_gd_optimum(task.target_features, closed_forms.kernel_features(d, 2), 20)
             worst = max(worst, time.perf_counter() - start)
     print(f"exact one-step optima and linear bound, d <= 5, degree <= 3: slowest {worst:.3f} s  "
           f"{'PASS' if worst < 0.5 else 'FAIL'} (target < 0.5 s)")

@@ -1,4 +1,4 @@
-"""Benchmark: a run of each chapter's live panel at its default settings (nlicl_lib.panels).
+"""Benchmark: a run of each chapter's live panel at its default settings (nlicl_lib.book.panels).
 
 Target: 20 s or less on 2 CPU cores, test loss included. The machine this is developed on is
 shared and busy, so wall time says little; this script measures the *CPU time* of each run
@@ -22,7 +22,7 @@ import torch
 os.environ.pop("NLICL_BOOK_BUILD", None)
 
 from nlicl_lib import ModelConfig, TaskConfig, TrainConfig, run_experiment  # noqa: E402
-from nlicl_lib.panels import PANELS  # noqa: E402
+from nlicl_lib.book.panels import PANELS  # noqa: E402
 
 TARGET_SECONDS = 20.0
 
@@ -35,7 +35,7 @@ def cpu_seconds(function) -> tuple[float, float, object]:
 
 
 def reference_run():
-    return run_experiment(TaskConfig("linear", 5, 20), ModelConfig("lsa"),
+    return run_experiment(TaskConfig(kind="linear", input_dim=5, context_length=20), ModelConfig(kind="lsa"),
                           TrainConfig(steps=600, batch_size=2000), device="cpu", progress=False)
 
 

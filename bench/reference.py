@@ -9,7 +9,7 @@ r"""The straightforward references the benchmarks measure the library against.
   $Z + \frac1n (Z Q^\top Z^\top) M (Z P^\top)$, $M = \mathrm{diag}(I_n, 0)$; it costs
   $O(n^2 D)$ per prompt where the library's associative order costs $O(n D^2)$.
 - :func:`reference_train_step`: sample, embed, forward, normalised loss, Adam with the same
-  clipping as :func:`nlicl_lib.train.train`.
+  clipping as :func:`nlicl_lib.training.train.train`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from nlicl_lib.seeding import STREAM_TRAIN, generator
+from nlicl_lib.core.seeding import STREAM_TRAIN, generator
 
 
 def reference_sample_prompts(input_dim: int, context_length: int, batch_size: int, seed: int,

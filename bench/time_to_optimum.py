@@ -2,7 +2,7 @@
 
 Task: linear regression, d=5, n=20, no noise; optimum: Theorem 5 (thm-linear-optimum),
 d(d+1)/(n+d+1) = 30/26.
-Trains with :func:`nlicl_lib.train.train` on the CPU with the settings below, reports the
+Trains with :func:`nlicl_lib.training.train.train` on the CPU with the settings below, reports the
 training time and the Monte Carlo test loss over the optimum (with its error bar). Target:
 within 2% of the optimum in at most 5 s of training on 2 cores. It runs at torch's default
 thread count and at one thread (prompt sampling uses every core either way) and reports both;
@@ -17,12 +17,12 @@ import os
 
 import torch
 
-from nlicl_lib.book_refs import ref
-from nlicl_lib.evaluate import estimate_loss
-from nlicl_lib.experiment import ModelConfig, build_model
-from nlicl_lib.tasks import TaskConfig
-from nlicl_lib.theory import linear_gd_optimum
-from nlicl_lib.train import TrainConfig, train
+from nlicl_lib.core.book_refs import ref
+from nlicl_lib.core.models import ModelConfig, build_model
+from nlicl_lib.core.tasks import TaskConfig
+from nlicl_lib.theory.closed_forms import linear_gd_optimum
+from nlicl_lib.training.evaluate import estimate_loss
+from nlicl_lib.training.train import TrainConfig, train
 
 TARGET_SECONDS, TARGET_RATIO = 5.0, 1.02
 
@@ -45,7 +45,7 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=0.02)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    task = TaskConfig("linear", input_dim=5, context_length=20)
+    task = TaskConfig(kind="linear", input_dim=5, context_length=20)
     print(f"1-layer LSA, {task.describe()}, cpu ({os.cpu_count()} cores): {args.steps} steps of "
           f"batch {args.batch}, lr {args.lr:g}, seed {args.seed}; optimum ({ref('thm-linear-optimum')}) "
           f"{linear_gd_optimum(task).loss:.4f}; load average {os.getloadavg()[0]:.2f}")

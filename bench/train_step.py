@@ -1,6 +1,6 @@
 """Benchmark 1: training steps per second, batch 4000, d=5, n=20, one LSA layer, CPU.
 
-The library's :func:`nlicl_lib.train.train` against the straightforward reference of
+The library's :func:`nlicl_lib.training.train.train` against the straightforward reference of
 ``bench/reference.py`` (single-threaded sampling, full attention matrix per prompt), measured
 in the same process in interleaved rounds; the ratio of the median rates is printed.
 It measures at torch's default thread count (one per core) and at one thread, and compares
@@ -18,10 +18,10 @@ import time
 import torch
 from reference import ReferenceLSA, reference_embed, reference_sample_prompts, reference_train_step
 
-from nlicl_lib.experiment import ModelConfig, build_model
-from nlicl_lib.tasks import TaskConfig, sample_prompts
-from nlicl_lib.theory import null_loss
-from nlicl_lib.train import TrainConfig, train
+from nlicl_lib.core.models import ModelConfig, build_model
+from nlicl_lib.core.tasks import TaskConfig, sample_prompts
+from nlicl_lib.theory.closed_forms import null_loss
+from nlicl_lib.training.train import TrainConfig, train
 
 BATCH, D, N = 4000, 5, 20
 TARGET = 3.0
@@ -29,7 +29,7 @@ TARGET = 3.0
 
 def check_same_function() -> None:
     """The reference computes the library's LSA (float64, same P and Q)."""
-    task = TaskConfig("linear", D, N)
+    task = TaskConfig(kind="linear", input_dim=D, context_length=N)
     model = build_model(ModelConfig(attention_init_std=0.3), task, seed=1, dtype=torch.float64)
     reference = ReferenceLSA(D + 1).double()
     with torch.no_grad():
@@ -106,7 +106,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30)
     args = parser.parse_args()
     check_same_function()
-    task = TaskConfig("linear", D, N)
+    task = TaskConfig(kind="linear", input_dim=D, context_length=N)
     cores = os.cpu_count() or 1
     print(f"training step, batch {BATCH}, d={D}, n={N}, 1 layer, cpu ({cores} cores), "
           f"{args.rounds} interleaved rounds of {args.steps} steps; load average before: "

@@ -1,5 +1,5 @@
 import sys
 
-from .cli import main
+from nlicl_lib.experiments.cli import main
 
 sys.exit(main())

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from nlicl_lib import book_refs
+from nlicl_lib.core import book_refs
 
 ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("check_refs", ROOT / "tools" / "check_refs.py")
@@ -32,9 +32,10 @@ def test_no_page_or_library_string_cites_the_private_notes():
 
 def _fake_book(tmp_path: Path) -> Path:
     (tmp_path / "book").mkdir()
-    (tmp_path / "nlicl_lib").mkdir()
+    (tmp_path / "nlicl_lib" / "core").mkdir(parents=True)
     shutil.copy(ROOT / "book" / "theorems.md", tmp_path / "book" / "theorems.md")
-    shutil.copy(ROOT / "nlicl_lib" / "book_refs.py", tmp_path / "nlicl_lib" / "book_refs.py")
+    shutil.copy(ROOT / "nlicl_lib" / "core" / "book_refs.py",
+                tmp_path / "nlicl_lib" / "core" / "book_refs.py")
     return tmp_path
 
 

@@ -5,30 +5,34 @@ import numpy as np
 import pytest
 import torch
 
-from nlicl_lib.capacity import (
+from nlicl_lib.core.monomials import PolyMap, monomial_count, second_moment
+from nlicl_lib.core.tasks import TaskConfig
+from nlicl_lib.experiments.capacity_sweeps import capacity_sweep, threshold_sweep
+from nlicl_lib.theory.capacity import (
     ExactBlockLoss,
     best_coordinate_subset,
     best_feature_subspace,
     best_glu_features,
-    capacity_sweep,
     degree_two_bound,
     required_embedding,
-    threshold_sweep,
 )
-from nlicl_lib.monomials import PolyMap, monomial_count, second_moment
-from nlicl_lib.tasks import TaskConfig
-from nlicl_lib.theory import linear_gd_optimum, one_step_gd_optimum, one_step_kernel_gd_optimum
-from nlicl_lib.train import TrainConfig
+from nlicl_lib.theory.closed_forms import (
+    linear_gd_optimum,
+    one_step_gd_optimum,
+    one_step_kernel_gd_optimum,
+)
+from nlicl_lib.training.train import TrainConfig
 
-QUADRATIC = TaskConfig("poly", 3, 20, 2)
+QUADRATIC = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2)
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-@pytest.mark.parametrize("task", [QUADRATIC, TaskConfig("poly", 3, 10, 2, homogeneous=True,
+@pytest.mark.parametrize("task", [QUADRATIC, TaskConfig(kind="poly", input_dim=3, context_length=10, degree=2,
+                                                        homogeneous=True,
                                                         noise_std=0.5),
-                                  TaskConfig("poly", 2, 15, 3)])
+                                  TaskConfig(kind="poly", input_dim=2, context_length=15, degree=3)])
 def test_differentiable_loss_equals_the_closed_form(task):
     loss = ExactBlockLoss(task)
     rng = np.random.default_rng(0)
@@ -227,13 +231,14 @@ def test_degree_two_bound():
     the cubic monomials' part orthogonal to x (6 = Var(x^3 - 3x) at d = 1), below every single
     block's optimum."""
     assert degree_two_bound(QUADRATIC) == pytest.approx(0.0, abs=1e-9)
-    assert degree_two_bound(TaskConfig("poly", 1, 20, 3)) == pytest.approx(6.0, rel=1e-12)
-    cubic = TaskConfig("poly", 3, 20, 3)
+    assert degree_two_bound(TaskConfig(kind="poly", input_dim=1, context_length=20, degree=3)) == pytest.approx(6.0,
+                                                                                                                rel=1e-12)
+    cubic = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=3)
     cubes = PolyMap.monomials(3, [3])
     s33 = np.trace(second_moment(cubes))
     cx3 = second_moment(PolyMap.monomials(3, [1]), cubes)
     assert degree_two_bound(cubic) == pytest.approx(s33 - np.sum(cx3**2), rel=1e-12)
     for n in (5, 20, 1000):
-        kernel2 = one_step_kernel_gd_optimum(TaskConfig("poly", 3, n, 3),
+        kernel2 = one_step_kernel_gd_optimum(TaskConfig(kind="poly", input_dim=3, context_length=n, degree=3),
                                              PolyMap.monomials(3, [1, 2])).loss
         assert degree_two_bound(cubic) < kernel2

@@ -1,4 +1,4 @@
-"""nlicl_lib.gd_steps: tuned L-step GD and the preconditioner read off trained LSA weights."""
+"""nlicl_lib.theory.gd_steps: tuned L-step GD and the preconditioner read off trained LSA weights."""
 
 from __future__ import annotations
 
@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from nlicl_lib.constructions import gd_lsa
-from nlicl_lib.evaluate import estimate_loss
-from nlicl_lib.experiment import ModelConfig, build_model
-from nlicl_lib.gd_steps import (
+from nlicl_lib.core.models import ModelConfig, build_model
+from nlicl_lib.core.tasks import TaskConfig, sample_prompts
+from nlicl_lib.theory.closed_forms import linear_gd_optimum, linear_gd_optimum_isotropic
+from nlicl_lib.theory.constructions import gd_lsa
+from nlicl_lib.theory.gd_steps import (
     coefficients_from_steps,
     effective_gamma,
     gd_steps_loss,
@@ -18,16 +19,15 @@ from nlicl_lib.gd_steps import (
     spurious_weights,
     tune_gd_steps,
 )
-from nlicl_lib.predictors import preconditioned_gd
-from nlicl_lib.tasks import TaskConfig, sample_prompts
-from nlicl_lib.theory import linear_gd_optimum, linear_gd_optimum_isotropic
+from nlicl_lib.theory.predictors import preconditioned_gd
+from nlicl_lib.training.evaluate import estimate_loss
 
 F64 = torch.float64
 
 
 @pytest.fixture(scope="module")
 def noisy_sample():
-    task = TaskConfig("linear", input_dim=5, context_length=20, noise_std=0.5)
+    task = TaskConfig(kind="linear", input_dim=5, context_length=20, noise_std=0.5)
     return sample_spectrum(task, max_power=3, num_prompts=40_000, seed=1)
 
 
@@ -71,7 +71,7 @@ def test_tuned_steps_minimise_the_sample_loss_and_match_explicit_gd(noisy_sample
 
 def test_general_covariance_one_step_matches_theory():
     covariance = ((1.5, 0.4), (0.4, 0.6))
-    task = TaskConfig("linear", input_dim=2, context_length=6, noise_std=0.3,
+    task = TaskConfig(kind="linear", input_dim=2, context_length=6, noise_std=0.3,
                       covariance=covariance)
     sample = sample_spectrum(task, max_power=1, num_prompts=40_000, seed=3)
     tuned = tune_gd_steps(sample, 1)
@@ -93,7 +93,7 @@ def test_effective_gamma_of_the_construction():
 def test_effective_gamma_is_the_label_odd_part_of_any_layer():
     """For random P, Q the part of y_hat that is odd in the labels is x_q^T Gamma_eff g."""
     d, n = 4, 12
-    task = TaskConfig("linear", input_dim=d, context_length=n)
+    task = TaskConfig(kind="linear", input_dim=d, context_length=n)
     model = build_model(ModelConfig(attention_init_std=0.5), task, seed=8, dtype=F64)
     prompts = sample_prompts(task, 64, seed=9, step=0, dtype=F64)
     z = prompts.embed()
@@ -107,10 +107,10 @@ def test_effective_gamma_is_the_label_odd_part_of_any_layer():
 
 
 def test_concurrent_training_equals_training_one_after_the_other():
-    from nlicl_lib.gd_steps import train_concurrently
-    from nlicl_lib.train import TrainConfig, train
+    from nlicl_lib.training.train import TrainConfig, train, train_concurrently
 
-    tasks = [TaskConfig("linear", 5, 20), TaskConfig("linear", 5, 20, noise_std=1.0)]
+    tasks = [TaskConfig(kind="linear", input_dim=5, context_length=20), TaskConfig(kind="linear", input_dim=5,
+                                                                                   context_length=20, noise_std=1.0)]
     configs = [TrainConfig(steps=15, batch_size=300, learning_rate=0.05, seed=s) for s in (1, 2)]
     depths = (1, 2)
     threads = torch.get_num_threads()

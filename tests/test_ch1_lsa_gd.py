@@ -11,13 +11,14 @@ import numpy as np
 import pytest
 import torch
 
-from nlicl_lib.constructions import gd_lsa
-from nlicl_lib.evaluate import estimate_loss
-from nlicl_lib.experiment import ModelConfig, build_model, run_experiment
-from nlicl_lib.predictors import preconditioned_gd
-from nlicl_lib.tasks import TaskConfig, sample_prompts
-from nlicl_lib.theory import linear_gd_optimum, linear_gd_optimum_isotropic
-from nlicl_lib.train import TrainConfig, train
+from nlicl_lib.core.models import ModelConfig, build_model
+from nlicl_lib.core.tasks import TaskConfig, sample_prompts
+from nlicl_lib.experiments.run import run_experiment
+from nlicl_lib.theory.closed_forms import linear_gd_optimum, linear_gd_optimum_isotropic
+from nlicl_lib.theory.constructions import gd_lsa
+from nlicl_lib.theory.predictors import preconditioned_gd
+from nlicl_lib.training.evaluate import estimate_loss
+from nlicl_lib.training.train import TrainConfig, train
 
 F64 = torch.float64
 
@@ -34,7 +35,7 @@ def _random_gammas(d: int, count: int, seed: int) -> list[np.ndarray]:
 
 @pytest.mark.parametrize("noise_std", [0.0, 0.5])
 def test_constructed_lsa_is_one_step_of_preconditioned_gd(noise_std):
-    task = TaskConfig("linear", input_dim=5, context_length=20, noise_std=noise_std)
+    task = TaskConfig(kind="linear", input_dim=5, context_length=20, noise_std=noise_std)
     prompts = sample_prompts(task, 256, seed=1, step=0, dtype=F64)
     gamma = _random_gammas(5, 1, seed=2)
     model = gd_lsa(5, gamma)
@@ -44,7 +45,7 @@ def test_constructed_lsa_is_one_step_of_preconditioned_gd(noise_std):
 
 def test_l_layers_are_l_steps_and_labels_become_residuals():
     d, n, depth = 4, 15, 3
-    task = TaskConfig("linear", input_dim=d, context_length=n, noise_std=0.3)
+    task = TaskConfig(kind="linear", input_dim=d, context_length=n, noise_std=0.3)
     prompts = sample_prompts(task, 128, seed=3, step=0, dtype=F64)
     gammas = _random_gammas(d, depth, seed=4)
     model = gd_lsa(d, gammas)
@@ -67,7 +68,7 @@ def test_lsa_prediction_is_linear_in_the_query(depth):
     """Theorem 6 (thm-query-linear): at a fixed context, any full LSA stack is linear in the
     query."""
     d, n = 3, 10
-    task = TaskConfig("poly", input_dim=d, context_length=n, degree=2)
+    task = TaskConfig(kind="poly", input_dim=d, context_length=n, degree=2)
     model = build_model(ModelConfig(depth=depth, attention_init_std=0.4), task, seed=5,
                         dtype=F64)
     prompts = sample_prompts(task, 64, seed=6, step=0, dtype=F64)
@@ -87,7 +88,7 @@ def test_lsa_prediction_is_linear_in_the_query(depth):
 
 def test_isotropic_optimum_matches_monte_carlo():
     d, n, sigma = 5, 20, 0.0
-    task = TaskConfig("linear", input_dim=d, context_length=n)
+    task = TaskConfig(kind="linear", input_dim=d, context_length=n)
     scale, loss = linear_gd_optimum_isotropic(d, n, sigma)
     assert loss == pytest.approx(30 / 26)
     assert np.allclose(linear_gd_optimum(task).gamma, scale * np.eye(d))
@@ -98,7 +99,7 @@ def test_isotropic_optimum_matches_monte_carlo():
 
 def test_general_covariance_optimum_with_noise_matches_monte_carlo():
     covariance = ((2.0, 0.6, 0.0), (0.6, 1.0, -0.3), (0.0, -0.3, 0.5))
-    task = TaskConfig("linear", input_dim=3, context_length=8, noise_std=0.7,
+    task = TaskConfig(kind="linear", input_dim=3, context_length=8, noise_std=0.7,
                       covariance=covariance)
     optimum = linear_gd_optimum(task)
     sigma_matrix = np.array(covariance)
@@ -112,7 +113,7 @@ def test_general_covariance_optimum_with_noise_matches_monte_carlo():
 
 @pytest.mark.slow
 def test_short_training_reaches_the_optimum_and_is_reproducible(one_torch_thread):
-    task = TaskConfig("linear", input_dim=5, context_length=20)
+    task = TaskConfig(kind="linear", input_dim=5, context_length=20)
     config = TrainConfig(steps=400, batch_size=2000, learning_rate=0.02, seed=3)
     model = build_model(ModelConfig(), task, seed=3)
     train(model, task, config, progress=False)
@@ -138,8 +139,8 @@ def test_exercise_1_1_solution_states_the_working_range(learning_rate, passes):
     """Exercise 1.1's solution: peak rates from about 0.01 to 0.2 reach the optimum of
     Theorem 5 (thm-linear-optimum) within 2% in 300 steps of 1000 prompts; 0.001 and 0.003
     are too slow."""
-    task = TaskConfig("linear", input_dim=5, context_length=20)
+    task = TaskConfig(kind="linear", input_dim=5, context_length=20)
     train = TrainConfig(steps=300, batch_size=1000, learning_rate=learning_rate)
-    result = run_experiment(task, ModelConfig("lsa"), train, progress=False)
+    result = run_experiment(task, ModelConfig(kind="lsa"), train, progress=False)
     ratio = result.test_loss / result.theory.theory_loss
     assert (abs(ratio - 1) <= 0.02) == passes, ratio

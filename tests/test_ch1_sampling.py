@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from nlicl_lib import tasks
-from nlicl_lib.seeding import STREAM_TRAIN, generator
-from nlicl_lib.tasks import PART_SIZE, TaskConfig, sample_prompts
+from nlicl_lib.core import tasks
+from nlicl_lib.core.seeding import STREAM_TRAIN, generator
+from nlicl_lib.core.tasks import PART_SIZE, TaskConfig, sample_prompts
 
 TASKS = [
-    TaskConfig("linear", input_dim=5, context_length=20, noise_std=0.5),
-    TaskConfig("poly", input_dim=3, context_length=10, degree=2),
-    TaskConfig("linear", input_dim=2, context_length=3, covariance=((2.0, 0.5), (0.5, 1.0))),
+    TaskConfig(kind="linear", input_dim=5, context_length=20, noise_std=0.5),
+    TaskConfig(kind="poly", input_dim=3, context_length=10, degree=2),
+    TaskConfig(kind="linear", input_dim=2, context_length=3, covariance=((2.0, 0.5), (0.5, 1.0))),
 ]
 
 

@@ -13,11 +13,10 @@ import pytest
 import torch
 
 from nlicl_lib import ConfigError, ModelConfig, TaskConfig, TrainConfig, resolve_device
-from nlicl_lib.book_refs import ref
-from nlicl_lib.cli import main
-from nlicl_lib.device import available_devices
-from nlicl_lib.experiment import build_model, run_experiment, theory_values
-from nlicl_lib.monomials import (
+from nlicl_lib.core.book_refs import ref
+from nlicl_lib.core.device import available_devices
+from nlicl_lib.core.models import build_model
+from nlicl_lib.core.monomials import (
     PolyMap,
     gaussian_moment,
     monomial_count,
@@ -26,14 +25,17 @@ from nlicl_lib.monomials import (
     squared_norm,
     weighted_second_moment,
 )
-from nlicl_lib.tasks import embed, sample_prompts
-from nlicl_lib.theory import (
+from nlicl_lib.core.tasks import embed, sample_prompts
+from nlicl_lib.experiments.cli import main
+from nlicl_lib.experiments.run import run_experiment
+from nlicl_lib.theory.closed_forms import (
     kernel_features,
     linear_gd_optimum,
     linear_gd_optimum_isotropic,
     null_loss,
     one_step_gd_optimum,
 )
+from nlicl_lib.theory.values import theory_values
 
 # ---------------------------------------------------------------- validation (library)
 
@@ -93,7 +95,7 @@ def test_unknown_or_missing_device():
 
 def test_bad_input_fails_before_training(monkeypatch):
     """run_experiment validates the device before building or training anything."""
-    import nlicl_lib.experiment as experiment
+    import nlicl_lib.experiments.run as experiment
 
     def boom(*args, **kwargs):  # pragma: no cover - must not be reached
         raise AssertionError("training started")
@@ -131,7 +133,7 @@ if not torch.cuda.is_available():
 
 @pytest.mark.parametrize(("flags", "message"), CLI_BAD)
 def test_cli_bad_input(tmp_path, capsys, monkeypatch, flags, message):
-    import nlicl_lib.experiment as experiment
+    import nlicl_lib.experiments.run as experiment
 
     def boom(*args, **kwargs):  # pragma: no cover - must not be reached
         raise AssertionError("training started")
@@ -173,12 +175,13 @@ def test_cli_theory_writes_values(tmp_path):
 
 
 def test_theory_values_name_the_book_results_they_compute():
-    quadratic = TaskConfig("poly", 3, 20, degree=2)
+    quadratic = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2)
     names = {
-        "lsa, linear task": theory_values(TaskConfig("linear", 5, 20), ModelConfig("lsa")),
-        "lsa, quadratic": theory_values(quadratic, ModelConfig("lsa")),
-        "one full block": theory_values(quadratic, ModelConfig("glu-lsa")),
-        "one block, m = 3": theory_values(quadratic, ModelConfig("glu-lsa", feature_slots=3)),
+        "lsa, linear task": theory_values(TaskConfig(kind="linear", input_dim=5, context_length=20),
+                                          ModelConfig(kind="lsa")),
+        "lsa, quadratic": theory_values(quadratic, ModelConfig(kind="lsa")),
+        "one full block": theory_values(quadratic, ModelConfig(kind="glu-lsa")),
+        "one block, m = 3": theory_values(quadratic, ModelConfig(kind="glu-lsa", feature_slots=3)),
     }
     expected = {"lsa, linear task": "Theorem 5", "lsa, quadratic": "Theorem 9 with psi = x",
                 "one full block": "Theorem 9", "one block, m = 3": "Proposition 12"}
@@ -262,7 +265,7 @@ def test_exact_moments_fast_for_d5_degree3():
 
 
 def test_prompts_shape_and_embedding():
-    task = TaskConfig("linear", 4, 7, noise_std=0.5)
+    task = TaskConfig(kind="linear", input_dim=4, context_length=7, noise_std=0.5)
     prompts = sample_prompts(task, 3, seed=0, step=0)
     assert prompts.x.shape == (3, 8, 4) and prompts.y.shape == (3, 8)
     z = prompts.embed(feature_slots=2)
@@ -277,7 +280,7 @@ def test_prompts_shape_and_embedding():
 
 
 def test_prompts_are_a_pure_function_of_seed_and_step():
-    task = TaskConfig("poly", 3, 10, degree=2)
+    task = TaskConfig(kind="poly", input_dim=3, context_length=10, degree=2)
     a = sample_prompts(task, 5, seed=3, step=11)
     sample_prompts(task, 5, seed=3, step=12)
     b = sample_prompts(task, 5, seed=3, step=11)
@@ -287,7 +290,7 @@ def test_prompts_are_a_pure_function_of_seed_and_step():
 
 
 def test_poly_labels_are_the_monomial_combination():
-    task = TaskConfig("poly", 2, 5, degree=2)
+    task = TaskConfig(kind="poly", input_dim=2, context_length=5, degree=2)
     p = sample_prompts(task, 4, seed=0, step=0, dtype=torch.float64)
     x1, x2 = p.x[..., 0], p.x[..., 1]
     basis = torch.stack([x1, x2, x1 * x1, x1 * x2, x2 * x2], -1)
@@ -296,7 +299,7 @@ def test_poly_labels_are_the_monomial_combination():
 
 def test_covariance_prompts():
     cov = ((2.0, 0.5), (0.5, 1.0))
-    task = TaskConfig("linear", 2, 3, covariance=cov)
+    task = TaskConfig(kind="linear", input_dim=2, context_length=3, covariance=cov)
     x = sample_prompts(task, 200_000, seed=0, step=0, dtype=torch.float64).x.reshape(-1, 2)
     sampled = (x.T @ x / x.shape[0]).numpy()
     assert np.abs(sampled - np.array(cov)).max() < 0.02
@@ -309,7 +312,7 @@ def test_covariance_prompts():
 def test_isotropic_closed_form_matches_general_formula():
     for d, n, sigma in [(5, 20, 0.0), (3, 7, 0.5), (1, 1, 2.0)]:
         scale, loss = linear_gd_optimum_isotropic(d, n, sigma)
-        general = linear_gd_optimum(TaskConfig("linear", d, n, noise_std=sigma))
+        general = linear_gd_optimum(TaskConfig(kind="linear", input_dim=d, context_length=n, noise_std=sigma))
         assert general.loss == pytest.approx(loss, rel=1e-12)
         assert np.allclose(general.gamma, scale * np.eye(d), rtol=1e-12, atol=1e-14)
     assert linear_gd_optimum_isotropic(5, 20)[1] == pytest.approx(30 / 26, rel=1e-15)
@@ -318,7 +321,7 @@ def test_isotropic_closed_form_matches_general_formula():
 def test_general_covariance_gamma_formula():
     cov = np.array([[2.0, 0.3, 0.0], [0.3, 1.0, 0.2], [0.0, 0.2, 0.5]])
     n, sigma = 10, 0.7
-    task = TaskConfig("linear", 3, n, noise_std=sigma, covariance=tuple(map(tuple, cov)))
+    task = TaskConfig(kind="linear", input_dim=3, context_length=n, noise_std=sigma, covariance=tuple(map(tuple, cov)))
     expected = np.linalg.inv((n + 1) / n * cov + (np.trace(cov) + sigma**2) / n * np.eye(3))
     assert np.allclose(linear_gd_optimum(task).gamma, expected, rtol=1e-10)
 
@@ -327,8 +330,8 @@ def test_general_covariance_gamma_formula():
 
 
 def test_same_seed_same_model_and_numbers():
-    task = TaskConfig("linear", 3, 8)
-    config = ModelConfig("lsa", depth=2)
+    task = TaskConfig(kind="linear", input_dim=3, context_length=8)
+    config = ModelConfig(kind="lsa", depth=2)
     a = build_model(config, task, seed=5)
     b = build_model(config, task, seed=5)
     for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
@@ -343,10 +346,11 @@ def test_same_seed_same_model_and_numbers():
 
 def test_divergence_is_reported_with_step_and_learning_rate(capsys):
     """A learning rate far too large for a deep LSA: a clear error, not NaN results."""
-    from nlicl_lib import TrainingDivergedError, train
+    from nlicl_lib import TrainingDivergedError
+    from nlicl_lib.training.train import train
 
-    task = TaskConfig("poly", 3, 10, degree=2, homogeneous=True)
-    model = build_model(ModelConfig("lsa", depth=4, attention_init_std=0.5), task, seed=0)
+    task = TaskConfig(kind="poly", input_dim=3, context_length=10, degree=2, homogeneous=True)
+    model = build_model(ModelConfig(kind="lsa", depth=4, attention_init_std=0.5), task, seed=0)
     config = TrainConfig(steps=500, batch_size=64, learning_rate=50.0, grad_clip=None,
                          schedule="constant")
     with pytest.raises(TrainingDivergedError) as info:

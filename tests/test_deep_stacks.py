@@ -13,22 +13,19 @@ import math
 import pytest
 import torch
 
-from nlicl_lib.cli import main
-from nlicl_lib.ensemble import train_ensemble
-from nlicl_lib.errors import ForwardOverflowError, TrainingDivergedError
-from nlicl_lib.experiment import (
-    ModelConfig,
-    build_model,
-    default_train_config,
-    slot_feature_degree,
-)
-from nlicl_lib.tasks import TaskConfig, sample_prompts
-from nlicl_lib.train import TrainConfig, diagnose_divergence, find_forward_overflow, train
+from nlicl_lib.core.errors import ForwardOverflowError, TrainingDivergedError
+from nlicl_lib.core.models import ModelConfig, build_model
+from nlicl_lib.core.tasks import TaskConfig, sample_prompts
+from nlicl_lib.experiments.cli import main
+from nlicl_lib.theory.values import slot_feature_degree
+from nlicl_lib.training.ensemble import train_ensemble
+from nlicl_lib.training.settings import default_train_config
+from nlicl_lib.training.train import TrainConfig, diagnose_divergence, find_forward_overflow, train
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-QUADRATIC = TaskConfig("poly", 3, 20, 2)
-CUBIC = TaskConfig("poly", 3, 20, 3)
+QUADRATIC = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2)
+CUBIC = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=3)
 F64 = torch.float64
 
 
@@ -41,13 +38,13 @@ def _stream(model, task, seed=0, batch=1000):
 
 
 def test_deep_defaults_read_x_for_quadratic_tasks_and_slots_for_cubic_ones():
-    deep = ModelConfig("glu-lsa", depth=8, feature_slots=3)
+    deep = ModelConfig(kind="glu-lsa", depth=8, feature_slots=3)
     assert deep.resolved(QUADRATIC).glu_reads == "x"
     assert deep.resolved(CUBIC).glu_reads == "x+slots"
     assert deep.resolved(CUBIC).glu_init == "normal"
-    one = ModelConfig("glu-lsa", feature_slots=3).resolved(CUBIC)
+    one = ModelConfig(kind="glu-lsa", feature_slots=3).resolved(CUBIC)
     assert (one.glu_reads, one.glu_init) == ("x", "large")
-    degrees = [slot_feature_degree(build_model(ModelConfig("glu-lsa", depth=L, feature_slots=3,
+    degrees = [slot_feature_degree(build_model(ModelConfig(kind="glu-lsa", depth=L, feature_slots=3,
                                                            glu_reads=reads), QUADRATIC))
                for L, reads in ((1, "x"), (8, "x"), (3, "x+slots"), (8, "x+slots"))]
     assert degrees == [2, 2, 8, 256]
@@ -58,7 +55,7 @@ def test_deep_defaults_read_x_for_quadratic_tasks_and_slots_for_cubic_ones():
 def test_default_depth_eight_stack_is_finite_with_order_one_slots(task, reads):
     """Measured over seeds 0-4 (1000 prompts, float64): slot entries at most 82, root mean
     square at most 7.2 at any point of the stream (before the fix: 6e116 after block 8)."""
-    model = build_model(ModelConfig("glu-lsa", depth=8, feature_slots=3, glu_reads=reads), task,
+    model = build_model(ModelConfig(kind="glu-lsa", depth=8, feature_slots=3, glu_reads=reads), task,
                         seed=0, dtype=F64)
     z, stream = _stream(model, task)
     d, m = task.input_dim, 3
@@ -72,7 +69,7 @@ def test_default_depth_eight_stack_is_finite_with_order_one_slots(task, reads):
 
 def test_random_slot_reading_weights_square_the_slots_at_each_block():
     """The cause, kept as a check: N(0, 1) on the slot columns (the old initialisation)."""
-    model = build_model(ModelConfig("glu-lsa", depth=8, feature_slots=3, glu_reads="x+slots"),
+    model = build_model(ModelConfig(kind="glu-lsa", depth=8, feature_slots=3, glu_reads="x+slots"),
                         QUADRATIC, seed=0, dtype=F64)
     gen = torch.Generator().manual_seed(0)
     with torch.no_grad():
@@ -86,7 +83,7 @@ def test_random_slot_reading_weights_square_the_slots_at_each_block():
 
 def test_default_depth_eight_training_stays_finite():
     for task in (QUADRATIC, CUBIC):
-        config = ModelConfig("glu-lsa", depth=8, feature_slots=3)
+        config = ModelConfig(kind="glu-lsa", depth=8, feature_slots=3)
         model = build_model(config, task, seed=0)
         result = train(model, task, default_train_config(task, config, steps=15, batch_size=200),
                        progress=False)
@@ -97,22 +94,22 @@ def test_default_depth_eight_training_stays_finite():
 # weight sums and sums of squares of single-block models (seed 0, QUADRATIC, float64 copies
 # of the float32 initialisation), recorded from the code before issue 11's change
 DEPTH_ONE_WEIGHTS = {
-    "default": (ModelConfig("glu-lsa"), {
+    "default": (ModelConfig(kind="glu-lsa"), {
         "blocks.0.glu.w1": (10.453944087, 74.753898166),
         "blocks.0.glu.w2": (-10.578695342, 45.476500891),
         "blocks.0.glu.w3": (-1.137765656, 36.000003051),
         "blocks.0.lsa.gamma": (0.021962669, 0.034226982)}),
-    "m3": (ModelConfig("glu-lsa", feature_slots=3), {
+    "m3": (ModelConfig(kind="glu-lsa", feature_slots=3), {
         "blocks.0.glu.w1": (-4.647586346, 48.182291916),
         "blocks.0.glu.w2": (-3.431403607, 16.477783997),
         "blocks.0.glu.w3": (-2.219287068, 9.000000001),
         "blocks.0.lsa.gamma": (0.20305611, 0.015056101)}),
-    "normal": (ModelConfig("glu-lsa", glu_init="normal"), {
+    "normal": (ModelConfig(kind="glu-lsa", glu_init="normal"), {
         "blocks.0.glu.w1": (5.226972044, 18.688474541),
         "blocks.0.glu.w2": (-5.289347671, 11.369125223),
         "blocks.0.glu.w3": (-0.268173934, 1.999999979),
         "blocks.0.lsa.gamma": (0.021962669, 0.034226982)}),
-    "lsa": (ModelConfig("lsa"), {
+    "lsa": (ModelConfig(kind="lsa"), {
         "blocks.0.lsa.p": (-0.038182285, 0.0053566),
         "blocks.0.lsa.q": (0.042401185, 0.007602831)}),
 }
@@ -128,7 +125,7 @@ def test_single_block_initialisation_and_training_are_unchanged():
         for key, (total, squares) in sums.items():
             assert float(state[key].sum()) == pytest.approx(total, rel=1e-7, abs=1e-8), key
             assert float((state[key] ** 2).sum()) == pytest.approx(squares, rel=1e-7), key
-    model = build_model(ModelConfig("glu-lsa", feature_slots=3), QUADRATIC, seed=0)
+    model = build_model(ModelConfig(kind="glu-lsa", feature_slots=3), QUADRATIC, seed=0)
     result = train(model, QUADRATIC, TrainConfig(steps=6, batch_size=100, learning_rate=0.01),
                    progress=False)
     assert result.loss_history.tolist() == pytest.approx(DEPTH_ONE_HISTORY, rel=1e-5)
@@ -136,7 +133,7 @@ def test_single_block_initialisation_and_training_are_unchanged():
 
 def test_slot_reading_weights_do_nothing_in_a_single_block():
     """A first block reads empty slots: its slot columns (now zero) cannot change its output."""
-    model = build_model(ModelConfig("glu-lsa", feature_slots=3, glu_reads="x+slots"), QUADRATIC,
+    model = build_model(ModelConfig(kind="glu-lsa", feature_slots=3, glu_reads="x+slots"), QUADRATIC,
                         seed=0, dtype=F64)
     prompts = sample_prompts(QUADRATIC, 200, 0, 0, "cpu", dtype=F64)
     z = prompts.embed(3)
@@ -173,11 +170,11 @@ def test_cli_reports_a_too_large_step(capsys):
 
 
 def test_divergence_after_updates_is_blamed_on_the_initialisation_only_if_it_overflows():
-    healthy = build_model(ModelConfig("glu-lsa", depth=2, feature_slots=3), QUADRATIC, seed=0)
+    healthy = build_model(ModelConfig(kind="glu-lsa", depth=2, feature_slots=3), QUADRATIC, seed=0)
     z = sample_prompts(QUADRATIC, 50, 0, 3, "cpu").embed(3)
     error = diagnose_divergence(healthy, z, 3, math.inf, 0.01)
     assert type(error) is TrainingDivergedError and "lr=0.0025" in str(error)
-    config = ModelConfig("glu-lsa", depth=8, feature_slots=3, glu_reads="x+slots", glu_init="large")
+    config = ModelConfig(kind="glu-lsa", depth=8, feature_slots=3, glu_reads="x+slots", glu_init="large")
     broken = build_model(config, QUADRATIC, seed=0)
     error = diagnose_divergence(broken, z, 3, math.inf, 0.01)
     assert isinstance(error, ForwardOverflowError) and error.block <= 8
@@ -186,10 +183,10 @@ def test_divergence_after_updates_is_blamed_on_the_initialisation_only_if_it_ove
 
 
 def test_ensemble_says_why_a_member_diverged():
-    members = [ModelConfig("glu-lsa", depth=8, feature_slots=3, glu_reads="x+slots",
+    members = [ModelConfig(kind="glu-lsa", depth=8, feature_slots=3, glu_reads="x+slots",
                            glu_init="large"),
-               ModelConfig("glu-lsa", depth=2, feature_slots=3),
-               ModelConfig("glu-lsa", depth=2, feature_slots=3)]
+               ModelConfig(kind="glu-lsa", depth=2, feature_slots=3),
+               ModelConfig(kind="glu-lsa", depth=2, feature_slots=3)]
     result = train_ensemble(QUADRATIC, members, TrainConfig(steps=30, batch_size=50),
                             learning_rates=[0.01, 1e4, 0.01], progress=False)
     assert result.diverged == [True, True, False]

@@ -7,7 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from nlicl_lib.depth import (
+from nlicl_lib.core.errors import ConfigError
+from nlicl_lib.core.models import ModelConfig, build_model
+from nlicl_lib.core.tasks import TaskConfig, sample_prompts
+from nlicl_lib.theory.closed_forms import one_step_gd_optimum
+from nlicl_lib.theory.depth import (
     context_residuals,
     deep_glu_lsa,
     monomial_schedule,
@@ -17,13 +21,9 @@ from nlicl_lib.depth import (
     stack_slot_features,
     with_input,
 )
-from nlicl_lib.ensemble import StackedGLULSA, train_ensemble
-from nlicl_lib.errors import ConfigError
-from nlicl_lib.experiment import ModelConfig, build_model
-from nlicl_lib.predictors import block_coordinate_descent
-from nlicl_lib.tasks import TaskConfig, sample_prompts
-from nlicl_lib.theory import one_step_gd_optimum
-from nlicl_lib.train import TrainConfig, train
+from nlicl_lib.theory.predictors import block_coordinate_descent
+from nlicl_lib.training.ensemble import StackedGLULSA, train_ensemble
+from nlicl_lib.training.train import TrainConfig, train
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -40,7 +40,7 @@ CASES = [  # (degree, slots m, depth L, what the GLUs read, Gamma on the "slots"
 @pytest.mark.parametrize("degree,slots,depth,reads,form", CASES)
 def test_construction_is_block_coordinate_descent(degree, slots, depth, reads, form):
     d, n = 3, 12
-    task = TaskConfig("poly", d, n, degree)
+    task = TaskConfig(kind="poly", input_dim=d, context_length=n, degree=degree)
     blocks = monomial_schedule(d, slots, depth, degree)
     rng = np.random.default_rng(depth + slots)
     size = slots if form == "slots" else d + slots
@@ -86,9 +86,9 @@ def test_glu_cannot_write_a_cubic_without_a_stored_factor():
 
 @pytest.mark.parametrize("reads", ["x", "x+slots"])
 def test_any_bilinear_stack_is_the_recursion_on_its_own_features(reads):
-    task = TaskConfig("poly", 3, 10, 2)
+    task = TaskConfig(kind="poly", input_dim=3, context_length=10, degree=2)
     # glu_init="small": the default zeroes the slot-reading columns, whose products this checks
-    model = build_model(ModelConfig("glu-lsa", depth=3, feature_slots=3, glu_reads=reads,
+    model = build_model(ModelConfig(kind="glu-lsa", depth=3, feature_slots=3, glu_reads=reads,
                                     glu_init="small" if reads != "x" else None,
                                     attention_init_std=0.05), task, seed=1, dtype=torch.float64)
     prompts = sample_prompts(task, 32, seed=0, step=0, dtype=torch.float64)
@@ -105,7 +105,7 @@ def test_any_bilinear_stack_is_the_recursion_on_its_own_features(reads):
 
 
 def test_reference_model_starts_at_the_exact_one_block_optimum():
-    task = TaskConfig("poly", 3, 20, 2)
+    task = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2)
     model = reference_model(task, 3, 2)
     first = with_input(pad_outputs(monomial_schedule(3, 3, 1)[0], 3))
     optimum = one_step_gd_optimum(task.target_features, first, 20).gamma
@@ -114,11 +114,11 @@ def test_reference_model_starts_at_the_exact_one_block_optimum():
 
 
 def test_ensemble_paths_equal_the_models():
-    task = TaskConfig("poly", 3, 10, 2)
-    configs = [ModelConfig("glu-lsa", feature_slots=3, glu_width=6),
-               ModelConfig("glu-lsa", depth=3, feature_slots=2, glu_width=4, glu_reads="x",
+    task = TaskConfig(kind="poly", input_dim=3, context_length=10, degree=2)
+    configs = [ModelConfig(kind="glu-lsa", feature_slots=3, glu_width=6),
+               ModelConfig(kind="glu-lsa", depth=3, feature_slots=2, glu_width=4, glu_reads="x",
                            attention_init_std=0.1),
-               ModelConfig("glu-lsa", depth=2, feature_slots=4, glu_reads="x")]
+               ModelConfig(kind="glu-lsa", depth=2, feature_slots=4, glu_reads="x")]
     models = [build_model(c, task, seed=s, dtype=torch.float64) for s, c in enumerate(configs)]
     models.append(reference_model(task, 3, 2))
     stack = StackedGLULSA(models, 3)
@@ -127,7 +127,7 @@ def test_ensemble_paths_equal_the_models():
     alone = torch.stack([m(prompts.embed(m.feature_slots)) for m in models])
     torch.testing.assert_close(stack.forward_statistics(prompts.x, prompts.y), alone)
     torch.testing.assert_close(stack.forward_tokens(prompts.x, prompts.y), alone)
-    deep = build_model(ModelConfig("glu-lsa", depth=2, feature_slots=3, glu_reads="x+slots"),
+    deep = build_model(ModelConfig(kind="glu-lsa", depth=2, feature_slots=3, glu_reads="x+slots"),
                        task, seed=0, dtype=torch.float64)
     mixed = StackedGLULSA(models[:1] + [deep], 3)
     assert not mixed.reads_input_only
@@ -136,22 +136,23 @@ def test_ensemble_paths_equal_the_models():
 
 
 def test_ensemble_training_equals_separate_training():
-    task = TaskConfig("poly", 3, 10, 2)
-    configs = [ModelConfig("glu-lsa", feature_slots=3, glu_width=6),
-               ModelConfig("glu-lsa", depth=2, feature_slots=2, glu_width=4)]
+    task = TaskConfig(kind="poly", input_dim=3, context_length=10, degree=2)
+    configs = [ModelConfig(kind="glu-lsa", feature_slots=3, glu_width=6),
+               ModelConfig(kind="glu-lsa", depth=2, feature_slots=2, glu_width=4)]
     config = TrainConfig(steps=15, batch_size=32, learning_rate=0.01, grad_clip=0.5)
     result = train_ensemble(task, configs, config, seeds=[1, 2], learning_rates=[0.01, 0.005],
                             dtype=torch.float64, progress=False)
     for k, (model_config, seed, rate) in enumerate(zip(configs, [1, 2], [0.01, 0.005], strict=True)):
         alone = build_model(model_config, task, seed=seed, dtype=torch.float64)
-        history = train(alone, task, TrainConfig(15, 32, rate, grad_clip=0.5), progress=False)
+        history = train(alone, task, TrainConfig(steps=15, batch_size=32, learning_rate=rate, grad_clip=0.5),
+                        progress=False)
         np.testing.assert_allclose(result.loss_history[k], history.loss_history, rtol=1e-10)
         for a, b in zip(alone.parameters(), result.models[k].parameters(), strict=True):
             torch.testing.assert_close(a, b)
 
 
 def test_frozen_glu_keeps_the_construction():
-    task = TaskConfig("poly", 3, 10, 2)
+    task = TaskConfig(kind="poly", input_dim=3, context_length=10, degree=2)
     reference = reference_model(task, 3, 2)
     result = train_ensemble(task, [reference], TrainConfig(steps=5, batch_size=32),
                             train_glu=[False], dtype=torch.float64, progress=False)
@@ -163,8 +164,8 @@ def test_frozen_glu_keeps_the_construction():
 
 
 def test_context_labels_hold_the_residuals_of_the_partial_predictor():
-    task = TaskConfig("poly", 3, 10, 3)
-    model = build_model(ModelConfig("glu-lsa", depth=3, feature_slots=4, attention_init_std=0.1),
+    task = TaskConfig(kind="poly", input_dim=3, context_length=10, degree=3)
+    model = build_model(ModelConfig(kind="glu-lsa", depth=3, feature_slots=4, attention_init_std=0.1),
                         task, seed=0, dtype=torch.float64)
     prompts = sample_prompts(task, 1, seed=0, step=0, dtype=torch.float64)
     labels, residuals = context_residuals(model, prompts.x[0], prompts.y[0])

@@ -7,21 +7,22 @@ import numpy as np
 import pytest
 import torch
 
-from nlicl_lib import TaskConfig, sample_prompts, theory
-from nlicl_lib.depth import (
+from nlicl_lib import TaskConfig, sample_prompts
+from nlicl_lib.core.errors import ConfigError
+from nlicl_lib.core.seeding import STREAM_REFERENCE, STREAM_TEST
+from nlicl_lib.theory import closed_forms
+from nlicl_lib.theory.depth import (
     context_conditional_loss,
     greedy_reference,
     recursion_losses,
     reference_model,
     schedule_features,
 )
-from nlicl_lib.errors import ConfigError
-from nlicl_lib.predictors import block_coordinate_descent, preconditioned_gd
-from nlicl_lib.seeding import STREAM_REFERENCE, STREAM_TEST
+from nlicl_lib.theory.predictors import block_coordinate_descent, preconditioned_gd
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-TASK = TaskConfig("poly", input_dim=3, context_length=30, degree=2)
+TASK = TaskConfig(kind="poly", input_dim=3, context_length=30, degree=2)
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +46,7 @@ def test_conditional_losses_equal_the_constructed_stacks(reference):
 
 
 def test_first_block_is_the_exact_one_step_optimum(reference):
-    exact = theory.one_step_gd_optimum(TASK.target_features, reference.features[0], 30)
+    exact = closed_forms.one_step_gd_optimum(TASK.target_features, reference.features[0], 30)
     assert np.array_equal(reference.gammas[0], exact.gamma)
     assert reference.exact_first == pytest.approx(exact.loss, rel=1e-12)
     assert abs(reference.loss[0] - exact.loss) < 4 * reference.std_error[0]
@@ -72,7 +73,7 @@ def test_fit_losses_never_rise_and_each_gamma_is_optimal_on_its_contexts(referen
 
 
 def test_reference_matches_plain_monte_carlo_where_the_loss_is_light_tailed():
-    task = TaskConfig("poly", input_dim=3, context_length=100, degree=2)
+    task = TaskConfig(kind="poly", input_dim=3, context_length=100, degree=2)
     reference = greedy_reference(task, schedule_features(task, 3, 3), fit_contexts=20000,
                                  test_contexts=20000)
     assert reference.worst_share.max() < 0.01
@@ -88,7 +89,7 @@ def test_reference_matches_plain_monte_carlo_where_the_loss_is_light_tailed():
 
 def test_same_features_in_every_block_is_multi_step_preconditioned_gd():
     """Part 3: with m >= p_2 every block holds (x; phi_2) and the recursion is L steps of GD."""
-    task = TaskConfig("poly", input_dim=3, context_length=40, degree=2)
+    task = TaskConfig(kind="poly", input_dim=3, context_length=40, degree=2)
     reference = greedy_reference(task, schedule_features(task, 6, 3), fit_contexts=4000,
                                  test_contexts=2000)
     features = reference.features
@@ -101,7 +102,7 @@ def test_same_features_in_every_block_is_multi_step_preconditioned_gd():
 
 def test_bad_input_is_refused_before_any_work():
     with pytest.raises(ConfigError, match="noise-free"):
-        greedy_reference(TaskConfig("poly", 3, 20, 2, noise_std=0.1),
+        greedy_reference(TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2, noise_std=0.1),
                          schedule_features(TASK, 3, 2))
     with pytest.raises(ConfigError, match="fit_contexts"):
         greedy_reference(TASK, schedule_features(TASK, 3, 2), fit_contexts=0)

@@ -6,7 +6,7 @@ where it cannot.
   rounding); the same stack with dense $P, Q$ (same GLUs) does not, Remark 14
   (rem-full-attention).
 * Such a stack is linear in the context labels, which is what lets the test loss integrate the
-  task out (``nlicl_lib.evaluate``); dense attention, or a GLU reading the label, breaks it.
+  task out (``nlicl_lib.training.evaluate``); dense attention, or a GLU reading the label, breaks it.
 * The test-loss estimators that integrate the task (and the query) out are unbiased: on a
   depth-1 stack they agree with the exact loss of Theorem 9 (thm-feature-optimum), with the
   model's own features and $\\Gamma$, and their standard errors are smaller than plain Monte
@@ -17,7 +17,11 @@ import numpy as np
 import pytest
 import torch
 
-from nlicl_lib.depth import (
+from nlicl_lib.core.errors import ConfigError
+from nlicl_lib.core.models import ModelConfig, build_model
+from nlicl_lib.core.tasks import Prompts, TaskConfig, sample_prompts
+from nlicl_lib.theory.closed_forms import one_step_gd_loss
+from nlicl_lib.theory.depth import (
     context_conditional_loss,
     context_residuals,
     is_gd_form_stack,
@@ -25,26 +29,22 @@ from nlicl_lib.depth import (
     stack_as_bcd,
     with_dense_attention,
 )
-from nlicl_lib.ensemble import ensemble_test_loss
-from nlicl_lib.errors import ConfigError
-from nlicl_lib.evaluate import (
+from nlicl_lib.training.ensemble import ensemble_test_loss
+from nlicl_lib.training.evaluate import (
     conditional_squared_errors,
     estimate_loss,
     label_linearity_gap,
     model_predictor,
 )
-from nlicl_lib.experiment import ModelConfig, build_model
-from nlicl_lib.tasks import Prompts, TaskConfig, sample_prompts
-from nlicl_lib.theory import one_step_gd_loss
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-QUADRATIC = TaskConfig("poly", 3, 20, 2)
-CUBIC = TaskConfig("poly", 3, 20, 3)
+QUADRATIC = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2)
+CUBIC = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=3)
 
 
 def gd_form_stack(reads: str, depth: int = 3, slots: int = 3, seed: int = 1):
-    return build_model(ModelConfig("glu-lsa", depth=depth, feature_slots=slots, glu_reads=reads,
+    return build_model(ModelConfig(kind="glu-lsa", depth=depth, feature_slots=slots, glu_reads=reads,
                                    attention_init_std=0.05), QUADRATIC, seed=seed,
                        dtype=torch.float64)
 
@@ -99,7 +99,7 @@ def test_dense_attention_or_a_glu_reading_the_label_is_not_linear_in_the_labels(
     prompts = sample_prompts(QUADRATIC, 64, seed=2, step=0, dtype=torch.float64)
     dense = with_dense_attention(gd_form_stack("x+slots"), 0.05, seed=0)
     assert label_linearity_gap(model_predictor(dense), prompts) > 1e-3
-    reads_label = build_model(ModelConfig("glu-lsa", depth=2, feature_slots=3, glu_reads="all",
+    reads_label = build_model(ModelConfig(kind="glu-lsa", depth=2, feature_slots=3, glu_reads="all",
                                           attention_init_std=0.05), QUADRATIC, seed=0,
                               dtype=torch.float64)
     assert label_linearity_gap(model_predictor(reads_label), prompts) > 1e-3
@@ -120,7 +120,8 @@ def exact_one_block_loss(model, task) -> float:
 ONE_BLOCK_CASES = {
     "cubic, the reference block (GLU reads x+slots)": (CUBIC, lambda t: reference_model(t, 10, 1)),
     "quadratic, noisy labels, the reference block (GLU reads x)": (
-        TaskConfig("poly", 3, 20, 2, noise_std=0.5), lambda t: reference_model(t, 3, 1)),
+        TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2, noise_std=0.5),
+        lambda t: reference_model(t, 3, 1)),
 }
 
 
@@ -146,7 +147,7 @@ def test_integrated_estimators_agree_with_the_exact_one_block_loss(case):
 def test_task_integral_is_the_mean_over_tasks_and_noise_at_fixed_inputs():
     """conditional_squared_errors at one prompt's inputs against the plain squared error
     averaged over many draws of beta and of the label noise at those inputs."""
-    task = TaskConfig("poly", 3, 20, 2, noise_std=0.5)
+    task = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2, noise_std=0.5)
     model = gd_form_stack("x+slots", depth=2, seed=3)
     x = sample_prompts(task, 1, seed=0, step=0, dtype=torch.float64).x
     draws = 50000
@@ -168,8 +169,8 @@ def test_task_integral_is_the_mean_over_tasks_and_noise_at_fixed_inputs():
 def test_query_integral_is_the_mean_over_queries_at_a_fixed_context():
     """The moment formula of context_conditional_loss against the task-integrated loss averaged
     over many queries, one context, a depth-2 stack writing cubic features, noisy labels."""
-    task = TaskConfig("poly", 3, 12, 3, noise_std=0.3)
-    model = reference_model(TaskConfig("poly", 3, 12, 3), 10, 2)
+    task = TaskConfig(kind="poly", input_dim=3, context_length=12, degree=3, noise_std=0.3)
+    model = reference_model(TaskConfig(kind="poly", input_dim=3, context_length=12, degree=3), 10, 2)
     with torch.no_grad():
         model.blocks[1].lsa.gamma.copy_(0.02 * torch.eye(13, dtype=torch.float64))
     context = sample_prompts(task, 1, seed=0, step=0, dtype=torch.float64).x[:, :12]
@@ -200,11 +201,11 @@ def test_ensemble_and_single_model_estimates_use_the_same_samples():
 def test_is_gd_form_stack_is_what_theorem_13_assumes():
     """run_experiment integrates the task and the query out exactly only for stacks that
     satisfy Theorem 13 (thm-depth-bcd): sparse attention, bilinear GLUs not reading the label."""
-    task = TaskConfig("poly", input_dim=3, context_length=20, degree=2)
-    assert is_gd_form_stack(build_model(ModelConfig("glu-lsa", depth=2), task))
+    task = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2)
+    assert is_gd_form_stack(build_model(ModelConfig(kind="glu-lsa", depth=2), task))
     assert is_gd_form_stack(build_model(
-        ModelConfig("glu-lsa", depth=2, glu_reads="x"), task))
+        ModelConfig(kind="glu-lsa", depth=2, glu_reads="x"), task))
     assert not is_gd_form_stack(build_model(
-        ModelConfig("glu-lsa", depth=2, glu_reads="all"), task))
-    assert not is_gd_form_stack(build_model(ModelConfig("lsa", depth=2), task))
+        ModelConfig(kind="glu-lsa", depth=2, glu_reads="all"), task))
+    assert not is_gd_form_stack(build_model(ModelConfig(kind="lsa", depth=2), task))
     assert not is_gd_form_stack(lambda prompts: prompts.x[:, -1, 0])

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nlicl_lib.depth import shape_key
-from nlicl_lib.depth_study import (
+from nlicl_lib.core.errors import ConfigError
+from nlicl_lib.experiments.depth_study import (
     DATA_FILE,
     STUDIES,
     budget_pairs,
@@ -19,7 +19,7 @@ from nlicl_lib.depth_study import (
     stack_weights,
     summary,
 )
-from nlicl_lib.errors import ConfigError
+from nlicl_lib.experiments.depth_sweep import shape_key
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -5,9 +5,9 @@ exact loss, Theorem 9 (thm-feature-optimum) with the model's own features and Ga
 
 import pytest
 
-from nlicl_lib.depth import depth_sweep, shape_key
-from nlicl_lib.tasks import TaskConfig
-from nlicl_lib.train import TrainConfig
+from nlicl_lib.core.tasks import TaskConfig
+from nlicl_lib.experiments.depth_sweep import depth_sweep, shape_key
+from nlicl_lib.training.train import TrainConfig
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -23,7 +23,7 @@ def check_one_block_estimate(sweep, slots):
 
 @pytest.mark.slow
 def test_depth_three_beats_one_narrow_block():
-    task = TaskConfig("poly", 3, 20, 2)
+    task = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2)
     sweep = depth_sweep(task, [(3, 1), (3, 3)], TrainConfig(steps=400, batch_size=500),
                         test_prompts=20000, progress=False)
     assert not any(sweep.diverged.values())
@@ -36,7 +36,7 @@ def test_depth_three_beats_one_narrow_block():
 
 @pytest.mark.slow
 def test_depth_two_learns_a_cubic_task_one_block_cannot():
-    task = TaskConfig("poly", 3, 20, 3)
+    task = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=3)
     sweep = depth_sweep(task, [(10, 1), (10, 2)], TrainConfig(steps=400, batch_size=250),
                         test_prompts=20000, progress=False)
     check_one_block_estimate(sweep, 10)

@@ -1,4 +1,4 @@
-"""nlicl_lib.display: figures that work in the static book and in a live notebook."""
+"""nlicl_lib.book.display: figures that work in the static book and in a live notebook."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from nlicl_lib import display, plots
+from nlicl_lib.book import display, plots
 
 
 def slider_figure(curves: int = 3) -> go.Figure:
@@ -79,7 +79,7 @@ def test_prepare_figure_keeps_chosen_colours_and_height() -> None:
 
 def test_top_legend_gets_one_row_per_entry_of_the_largest_panel() -> None:
     """A top legend must not run into the title: the margin holds every entry of a panel."""
-    from nlicl_lib import plots
+    from nlicl_lib.book import plots
 
     base = plots.new_figure("title", "x", "y")
     margin, height = base.layout.margin.t, base.layout.height
@@ -144,7 +144,7 @@ def test_figure_output_carries_html_and_the_counts_for_the_browser_test() -> Non
 def test_show_in_the_book_build_publishes_html(monkeypatch) -> None:
     published = []
     monkeypatch.setenv(display.BOOK_BUILD_ENV, "1")
-    monkeypatch.setattr("IPython.display.publish_display_data",
+    monkeypatch.setattr("nlicl_lib.book.display.publish_display_data",
                         lambda data, metadata=None, **kwargs: published.append((data, metadata)))
     display.show(slider_figure())
     [(data, metadata)] = published
@@ -167,8 +167,8 @@ def test_show_in_a_live_session_uses_plotlys_renderer(monkeypatch) -> None:
 def test_multi_slider_figures_carry_the_combining_script():
     """Several static sliders are combined on the page by display.SLIDER_SCRIPT, which reads
     the grid that plots.slider_figure records (checked in a real browser by the browser test)."""
-    from nlicl_lib import display
-    from nlicl_lib.plots import new_figure, slider_figure, trained_trace
+    from nlicl_lib.book import display
+    from nlicl_lib.book.plots import new_figure, slider_figure, trained_trace
 
     panels = {(a, b): [trained_trace([0, 1], [a, b], f"{a}{b}")] for a in (1, 2) for b in (3, 4)}
     fig = slider_figure(new_figure("t", "x", "y"), panels, ["a", "b"], [[1, 2], [3, 4]])
@@ -181,7 +181,7 @@ def test_multi_slider_figures_carry_the_combining_script():
 
 def test_figure_html_is_a_labelled_and_described_figure() -> None:
     """Screen readers get the title as the figure's name and a description in words."""
-    from nlicl_lib import plots
+    from nlicl_lib.book import plots
 
     base = plots.new_figure("Loss <b>against</b> n & more", "context length n", "test loss",
                             log_x=True)
@@ -209,7 +209,7 @@ def test_figure_html_is_a_labelled_and_described_figure() -> None:
 def test_describe_figure_names_categories_heatmaps_and_panels() -> None:
     from plotly.subplots import make_subplots
 
-    from nlicl_lib import plots
+    from nlicl_lib.book import plots
 
     fig = plots.new_figure("Trained loss / theory value", "experiment", "ratio")
     fig.add_trace(plots.trained_trace(["ch1-lsa", "ch2-lsa"], [1.0, 1.2], "trained / theory"))

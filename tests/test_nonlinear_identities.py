@@ -6,16 +6,18 @@ import numpy as np
 import pytest
 import torch
 
-from nlicl_lib import theory
-from nlicl_lib.baselines import polynomial_kernel_features, ridge_path
-from nlicl_lib.constructions import (
+from nlicl_lib.core.errors import ConfigError
+from nlicl_lib.core.models import ModelConfig, build_model
+from nlicl_lib.core.monomials import PolyMap, monomial_count, quadratic_form_matrix, second_moment
+from nlicl_lib.core.tasks import TaskConfig, sample_prompts
+from nlicl_lib.experiments.baselines import polynomial_kernel_features, ridge_path
+from nlicl_lib.theory import closed_forms
+from nlicl_lib.theory.constructions import (
     glu_slot_features,
     kernel_glu_lsa,
     polynomial_kernel_gamma,
 )
-from nlicl_lib.errors import ConfigError
-from nlicl_lib.experiment import ModelConfig, build_model
-from nlicl_lib.feature_analysis import (
+from nlicl_lib.theory.feature_analysis import (
     captured_fraction,
     describe_polynomial,
     kernel_matrix,
@@ -23,26 +25,23 @@ from nlicl_lib.feature_analysis import (
     principal_angles,
     slot_feature_directions,
 )
-from nlicl_lib.linearity import (
+from nlicl_lib.theory.linearity import (
     best_linear_weights,
     line_probe,
     linearity_gap,
     predict_at_queries,
     query_weights,
 )
-from nlicl_lib.monomials import PolyMap, monomial_count, second_moment
-from nlicl_lib.predictors import kernel_gd, kernel_ridge, polynomial_kernel, ridge
-from nlicl_lib.sweeps import (
+from nlicl_lib.theory.predictors import kernel_gd, kernel_ridge, polynomial_kernel, ridge
+from nlicl_lib.training.evaluate import paired_test_loss
+from nlicl_lib.training.one_block import (
     Run,
     _StackedBlocks,
-    paired_test_loss,
     prompt_statistics,
-    quadratic_form_matrix,
     train_one_block_runs,
     truncate_context,
 )
-from nlicl_lib.tasks import TaskConfig, sample_prompts
-from nlicl_lib.train import TrainConfig, train
+from nlicl_lib.training.train import TrainConfig, train
 
 F64 = torch.float64
 
@@ -56,18 +55,18 @@ def prompts_for(task: TaskConfig, batch: int = 64, step: int = 0):
 def test_polynomial_task_counts_and_errors():
     assert [monomial_count(3, k) for k in (1, 2, 3)] == [3, 6, 10]
     assert [monomial_count(5, k) for k in (2, 3)] == [15, 35]
-    assert TaskConfig("poly", 3, 20, 3).num_monomials == 19
-    assert TaskConfig("poly", 3, 20, 3, homogeneous=True).num_monomials == 10
+    assert TaskConfig(kind="poly", input_dim=3, context_length=20, degree=3).num_monomials == 19
+    assert TaskConfig(kind="poly", input_dim=3, context_length=20, degree=3, homogeneous=True).num_monomials == 10
     with pytest.raises(ConfigError) as low:
-        TaskConfig("poly", 3, 20, 0)
+        TaskConfig(kind="poly", input_dim=3, context_length=20, degree=0)
     assert low.value.param == "degree"
     with pytest.raises(ConfigError) as big:
-        TaskConfig("poly", 30, 20, 4)
+        TaskConfig(kind="poly", input_dim=30, context_length=20, degree=4)
     assert big.value.param == "degree" and "monomial count" in str(big.value)
 
 
 def test_polynomial_task_labels_are_the_drawn_polynomial():
-    task = TaskConfig("poly", 3, 5, 2, homogeneous=True)
+    task = TaskConfig(kind="poly", input_dim=3, context_length=5, degree=2, homogeneous=True)
     prompts = prompts_for(task, 8)
     x, beta = prompts.x, prompts.coefficients
     monomials = torch.stack([x[..., 0] ** 2, x[..., 0] * x[..., 1], x[..., 0] * x[..., 2],
@@ -80,8 +79,8 @@ def test_polynomial_task_labels_are_the_drawn_polynomial():
 @pytest.mark.parametrize("depth", [1, 2, 3, 4])
 @pytest.mark.parametrize("attention", ["full", "sparse"])
 def test_lsa_of_any_depth_is_linear_in_the_query(depth, attention):
-    task = TaskConfig("poly", 3, 20, 2)
-    model = build_model(ModelConfig("lsa", depth, attention=attention, attention_init_std=0.2),
+    task = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2)
+    model = build_model(ModelConfig(kind="lsa", depth=depth, attention=attention, attention_init_std=0.2),
                         task, seed=depth, dtype=F64)
     prompts = prompts_for(task)
     assert linearity_gap(model, prompts) < 1e-12
@@ -95,18 +94,18 @@ def test_lsa_of_any_depth_is_linear_in_the_query(depth, attention):
 
 
 def test_a_glu_block_is_not_linear_in_the_query():
-    task = TaskConfig("poly", 3, 20, 2)
-    model = build_model(ModelConfig("glu-lsa"), task, seed=0, dtype=F64)
+    task = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2)
+    model = build_model(ModelConfig(kind="glu-lsa"), task, seed=0, dtype=F64)
     assert linearity_gap(model, prompts_for(task)) > 1e-2
 
 
 def test_line_probe_and_best_linear_weights():
-    task = TaskConfig("poly", 3, 20, 2)
+    task = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2)
     prompts = prompts_for(task, 4)
     # the best linear predictor of y = beta^T (x; phi_2) is the linear part of beta (E[x x_j x_k] = 0)
     assert np.allclose(best_linear_weights(task, prompts.coefficients),
                        prompts.coefficients[:, :3].numpy())
-    model = build_model(ModelConfig("lsa", 2, attention_init_std=0.2), task, seed=1, dtype=F64)
+    model = build_model(ModelConfig(kind="lsa", depth=2, attention_init_std=0.2), task, seed=1, dtype=F64)
     probe = line_probe(model, task, prompts, [0.3, -0.2, 0.1], [1.0, 0.5, -1.0],
                        np.linspace(-2, 2, 9))
     assert probe.curvature < 1e-10 * max(1.0, np.abs(probe.predictions).max())
@@ -118,12 +117,12 @@ def test_line_probe_and_best_linear_weights():
 
 
 def test_best_linear_bound_of_pure_and_mixed_quadratic_tasks():
-    pure = TaskConfig("poly", 3, 20, 2, homogeneous=True)
-    mixed = TaskConfig("poly", 3, 20, 2)
-    assert theory.best_linear_loss(pure) == pytest.approx(theory.null_loss(pure))  # nothing linear
-    assert theory.best_linear_loss(mixed) / theory.null_loss(mixed) == pytest.approx(12 / 15)
+    pure = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2, homogeneous=True)
+    mixed = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2)
+    assert closed_forms.best_linear_loss(pure) == pytest.approx(closed_forms.null_loss(pure))  # nothing linear
+    assert closed_forms.best_linear_loss(mixed) / closed_forms.null_loss(mixed) == pytest.approx(12 / 15)
     # one step of linear GD on the pure quadratic task cannot do better than predicting 0
-    optimum = theory.linear_gd_optimum(pure)
+    optimum = closed_forms.linear_gd_optimum(pure)
     assert np.allclose(optimum.gamma, 0.0) and optimum.normalised_loss == pytest.approx(1.0)
 
 
@@ -131,9 +130,9 @@ def test_best_linear_bound_of_pure_and_mixed_quadratic_tasks():
 
 @pytest.mark.parametrize("input_dim", [2, 3])
 def test_constructed_glu_lsa_equals_explicit_kernel_gd(input_dim):
-    task = TaskConfig("poly", input_dim, 15, 2)
+    task = TaskConfig(kind="poly", input_dim=input_dim, context_length=15, degree=2)
     prompts = prompts_for(task)
-    psi = theory.kernel_features(input_dim, 2)
+    psi = closed_forms.kernel_features(input_dim, 2)
     rng = np.random.default_rng(input_dim)
     size = psi.num_outputs
     for gamma in (polynomial_kernel_gamma(input_dim, 0.7), rng.standard_normal((size, size))):
@@ -154,22 +153,22 @@ def test_constructed_glu_lsa_equals_explicit_kernel_gd(input_dim):
 
 
 def test_one_step_kernel_optimum_and_its_asymptote():
-    task = TaskConfig("poly", 3, 20, 2)
-    optimum = theory.one_step_kernel_gd_optimum(task)
+    task = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2)
+    optimum = closed_forms.one_step_kernel_gd_optimum(task)
     model = kernel_glu_lsa(3, optimum.gamma)
-    from nlicl_lib.experiment import exact_model_loss
+    from nlicl_lib.theory.values import exact_model_loss
     assert exact_model_loss(model, task) == pytest.approx(optimum.loss, rel=1e-10)
     # L*(n) ~ c / n
-    constant = theory.one_step_gd_asymptote(task)
-    far = TaskConfig("poly", 3, 200_000, 2)
-    assert theory.one_step_kernel_gd_optimum(far).loss * 200_000 / constant == pytest.approx(
+    constant = closed_forms.one_step_gd_asymptote(task)
+    far = TaskConfig(kind="poly", input_dim=3, context_length=200_000, degree=2)
+    assert closed_forms.one_step_kernel_gd_optimum(far).loss * 200_000 / constant == pytest.approx(
         1.0, rel=1e-3)
-    assert theory.one_step_gd_asymptote(TaskConfig("linear", 4, 20)) == 20.0
+    assert closed_forms.one_step_gd_asymptote(TaskConfig(kind="linear", input_dim=4, context_length=20)) == 20.0
 
 
 def test_monte_carlo_agrees_with_the_exact_kernel_optimum():
-    task = TaskConfig("poly", 3, 20, 2)
-    optimum = theory.one_step_kernel_gd_optimum(task)
+    task = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2)
+    optimum = closed_forms.one_step_kernel_gd_optimum(task)
     model = kernel_glu_lsa(3, optimum.gamma)
     measured = paired_test_loss(model, task, num_prompts=40000)
     sigma = measured.std_error
@@ -179,17 +178,19 @@ def test_monte_carlo_agrees_with_the_exact_kernel_optimum():
 # --- the fast trainer of the sweeps ---------------------------------------------------------
 
 def test_quadratic_form_matrix_is_what_the_glu_writes():
-    glu = build_model(ModelConfig("glu-lsa"), TaskConfig("poly", 3, 5, 2), seed=3,
+    glu = build_model(ModelConfig(kind="glu-lsa"), TaskConfig(kind="poly", input_dim=3, context_length=5, degree=2),
+                      seed=3,
                       dtype=F64).blocks[0].glu
     hidden = quadratic_form_matrix(glu.w1, glu.w2, 3)
     assert np.allclose((glu.w3 @ hidden).detach().numpy(), glu_slot_features(glu).coefficients)
 
 
 def test_stacked_blocks_predict_like_the_models_on_truncated_contexts():
-    runs = [Run(TaskConfig("poly", 3, n, 2), seed=s) for n, s in ((10, 0), (40, 1), (20, 2))]
+    runs = [Run(TaskConfig(kind="poly", input_dim=3, context_length=n, degree=2), seed=s)
+            for n, s in ((10, 0), (40, 1), (20, 2))]
     models = [build_model(r.model, r.task, seed=r.seed, dtype=F64) for r in runs]
     stacked = _StackedBlocks(models)
-    prompts = prompts_for(TaskConfig("poly", 3, 40, 2), 32)
+    prompts = prompts_for(TaskConfig(kind="poly", input_dim=3, context_length=40, degree=2), 32)
     g0, query = prompt_statistics(prompts, [10, 40, 20])
     with torch.no_grad():
         fast = stacked(g0, query.expand(3, *query.shape))
@@ -200,11 +201,12 @@ def test_stacked_blocks_predict_like_the_models_on_truncated_contexts():
 
 
 def test_joint_training_follows_the_trajectory_of_train():
-    task = TaskConfig("poly", 3, 20, 2)
+    task = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2)
     config = TrainConfig(steps=15, batch_size=64, learning_rate=0.02, grad_clip=0.5, seed=3)
-    alone = build_model(ModelConfig("glu-lsa"), task, seed=3, dtype=F64)
+    alone = build_model(ModelConfig(kind="glu-lsa"), task, seed=3, dtype=F64)
     history = train(alone, task, config, progress=False).loss_history
-    joint = train_one_block_runs([Run(task, seed=3), Run(TaskConfig("poly", 3, 10, 2), seed=3)],
+    joint = train_one_block_runs([Run(task, seed=3), Run(TaskConfig(kind="poly", input_dim=3, context_length=10,
+                                                                    degree=2), seed=3)],
                                  config, dtype=F64)
     for a, b in zip(alone.parameters(), joint.models[0].parameters(), strict=True):
         assert torch.allclose(a, b, rtol=1e-9, atol=1e-11)
@@ -212,11 +214,11 @@ def test_joint_training_follows_the_trajectory_of_train():
 
 
 def test_joint_training_rejects_models_it_cannot_run():
-    task = TaskConfig("poly", 3, 20, 2)
+    task = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2)
     with pytest.raises(ConfigError):
-        train_one_block_runs([Run(task, ModelConfig("glu-lsa", depth=2))], TrainConfig(steps=1))
+        train_one_block_runs([Run(task, ModelConfig(kind="glu-lsa", depth=2))], TrainConfig(steps=1))
     with pytest.raises(ConfigError):
-        train_one_block_runs([Run(task, ModelConfig("glu-lsa", activation="silu"))],
+        train_one_block_runs([Run(task, ModelConfig(kind="glu-lsa", activation="silu"))],
                              TrainConfig(steps=1))
 
 
@@ -224,7 +226,7 @@ def test_joint_training_rejects_models_it_cannot_run():
 
 @pytest.mark.parametrize("degree", [1, 2, 3])
 def test_polynomial_kernel_features_reproduce_the_kernel_and_kernel_ridge(degree):
-    task = TaskConfig("poly", 3, 12, degree)
+    task = TaskConfig(kind="poly", input_dim=3, context_length=12, degree=degree)
     prompts = prompts_for(task, 16)
     features = polynomial_kernel_features(3, degree, 1.5)
     kernel = polynomial_kernel(degree, 1.5)
@@ -239,7 +241,7 @@ def test_polynomial_kernel_features_reproduce_the_kernel_and_kernel_ridge(degree
 # --- feature analysis ----------------------------------------------------------------------
 
 def test_feature_analysis_of_the_constructed_and_a_crippled_glu():
-    task = TaskConfig("poly", 3, 20, 2)
+    task = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2)
     model = kernel_glu_lsa(3, polynomial_kernel_gamma(3, 1.0))
     found = slot_feature_directions(model)
     # Gram of the monomials x_j^2 (E = 3, cross 1) and x_j x_k (E = 1): eigenvalues 5, 2, 2, 1, 1, 1
@@ -264,7 +266,7 @@ def test_feature_analysis_of_the_constructed_and_a_crippled_glu():
     # every cross-term direction costs the same, and it is the optimum on the live span
     lost = PolyMap(phi2.exponents, np.array([[0, 1, 0, 0, 0, 0.0]]))
     plateau = missing_direction_optimum(task, lost).loss
-    from nlicl_lib.feature_analysis import live_span_optimum
+    from nlicl_lib.theory.feature_analysis import live_span_optimum
     assert live_span_optimum(task, model).loss == pytest.approx(plateau, rel=1e-9)
-    assert plateau > theory.one_step_kernel_gd_optimum(task).loss * 1.01
+    assert plateau > closed_forms.one_step_kernel_gd_optimum(task).loss * 1.01
     assert second_moment(lost).shape == (1, 1)

@@ -8,13 +8,14 @@ import math
 import numpy as np
 import pytest
 
-from nlicl_lib import theory
-from nlicl_lib.cli import main
-from nlicl_lib.experiment import ModelConfig, exact_model_loss
-from nlicl_lib.feature_analysis import live_span_optimum, slot_feature_directions
-from nlicl_lib.sweeps import Run, train_one_block_runs
-from nlicl_lib.tasks import TaskConfig
-from nlicl_lib.train import TrainConfig
+from nlicl_lib.core.models import ModelConfig
+from nlicl_lib.core.tasks import TaskConfig
+from nlicl_lib.experiments.cli import main
+from nlicl_lib.theory import closed_forms
+from nlicl_lib.theory.feature_analysis import live_span_optimum, slot_feature_directions
+from nlicl_lib.theory.values import exact_model_loss
+from nlicl_lib.training.one_block import Run, train_one_block_runs
+from nlicl_lib.training.train import TrainConfig
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -28,8 +29,8 @@ def run_cli(tmp_path, *args: str) -> dict:
 def test_theory_command_reports_bound_and_kernel_optimum(tmp_path):
     data = run_cli(tmp_path, "theory", "--task", "poly", "--degree", "2", "--d", "3",
                    "--model", "glu-lsa")
-    task = TaskConfig("poly", 3, 20, 2)
-    assert data["theory_loss"] == pytest.approx(theory.one_step_kernel_gd_optimum(task).loss)
+    task = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2)
+    assert data["theory_loss"] == pytest.approx(closed_forms.one_step_kernel_gd_optimum(task).loss)
     assert data["bound_loss"] == pytest.approx(12.0) and data["null_loss"] == pytest.approx(15.0)
     data = run_cli(tmp_path, "theory", "--task", "poly", "--degree", "2", "--d", "3",
                    "--homogeneous", "--model", "lsa", "--depth", "3")
@@ -61,11 +62,11 @@ def test_trained_glu_lsa_reaches_the_kernel_gd_optimum_from_the_command_line(tmp
 
 @pytest.mark.slow
 def test_initialisation_decides_whether_every_feature_direction_survives():
-    task = TaskConfig("poly", 3, 20, 2)
-    runs = [Run(task, ModelConfig("glu-lsa", glu_init=init), seed=s, data_seed=0)
+    task = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2)
+    runs = [Run(task, ModelConfig(kind="glu-lsa", glu_init=init), seed=s, data_seed=0)
             for init in ("large", "small") for s in range(3)]
-    result = train_one_block_runs(runs, TrainConfig(1000, 500, 0.01))
-    optimum = theory.one_step_kernel_gd_optimum(task).loss
+    result = train_one_block_runs(runs, TrainConfig(steps=1000, batch_size=500, learning_rate=0.01))
+    optimum = closed_forms.one_step_kernel_gd_optimum(task).loss
     for run, model in zip(runs, result.models, strict=True):
         loss = exact_model_loss(model, task)
         directions = slot_feature_directions(model)

@@ -1,4 +1,4 @@
-"""nlicl_lib.plots: axis types, log tick labels, line styles, and text wrapped to fit a phone."""
+"""nlicl_lib.book.plots: axis types, log tick labels, line styles, and text wrapped to fit a phone."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 import pytest
 from plotly.subplots import make_subplots
 
-from nlicl_lib import display, plots
+from nlicl_lib.book import display, plots
 
 BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
 TAG = re.compile(r"<[^<>]*>")

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from nlicl_lib import ConfigError
-from nlicl_lib.cli import main
-from nlicl_lib.reproduce import EXPERIMENTS, format_table, run_experiments, table_html
+from nlicl_lib.experiments.cli import main
+from nlicl_lib.experiments.reproduce import EXPERIMENTS, format_table, run_experiments, table_html
 
 
 def test_every_chapter_has_an_experiment():

@@ -1,4 +1,4 @@
-"""The statements chapter 3 and ``nlicl_lib.theory`` make about the one-step optimum.
+"""The statements chapter 3 and ``nlicl_lib.theory.closed_forms`` make about the one-step optimum.
 
 Each test checks one sentence of the book, in float64 against an exact rational computation
 where there is one:
@@ -21,16 +21,16 @@ import numpy as np
 import pytest
 import sympy
 
-from nlicl_lib import theory
-from nlicl_lib.constructions import polynomial_kernel_gamma
-from nlicl_lib.errors import ConfigError
-from nlicl_lib.monomials import PolyMap, moment_matrix, squared_norm
-from nlicl_lib.sweeps import context_length_grid
-from nlicl_lib.tasks import TaskConfig
+from nlicl_lib.core.errors import ConfigError
+from nlicl_lib.core.monomials import PolyMap, moment_matrix, squared_norm
+from nlicl_lib.core.tasks import TaskConfig
+from nlicl_lib.experiments.sweeps import context_length_grid
+from nlicl_lib.theory import closed_forms
+from nlicl_lib.theory.constructions import polynomial_kernel_gamma
 
-PURE_QUADRATIC_2D = TaskConfig("poly", input_dim=2, context_length=20, degree=2, homogeneous=True)
-QUADRATIC_3D = TaskConfig("poly", input_dim=3, context_length=20, degree=2)  # chapter 3's task
-CUBIC_3D = TaskConfig("poly", input_dim=3, context_length=20, degree=3)
+PURE_QUADRATIC_2D = TaskConfig(kind="poly", input_dim=2, context_length=20, degree=2, homogeneous=True)
+QUADRATIC_3D = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2)  # chapter 3's task
+CUBIC_3D = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=3)
 
 
 # --- exact rational versions of the formulas (monomial moments are integers) -------------------
@@ -69,8 +69,8 @@ def _exact_optimum(target: PolyMap, features: PolyMap, n: int):
 def test_features_outside_the_targets_span_lower_the_optimum_strictly():
     """d = 2, n = 20, pure quadratic: 0.4256 on phi_2, 0.2879 on (phi_2; phi_4) (chapter 3)."""
     target = PURE_QUADRATIC_2D.target_features
-    own = theory.one_step_gd_optimum(target, PolyMap.monomials(2, [2]), 20)
-    wider = theory.one_step_gd_optimum(target, PolyMap.monomials(2, [2, 4]), 20)
+    own = closed_forms.one_step_gd_optimum(target, PolyMap.monomials(2, [2]), 20)
+    wider = closed_forms.one_step_gd_optimum(target, PolyMap.monomials(2, [2, 4]), 20)
     assert own.normalised_loss == pytest.approx(0.4256, abs=1e-4)
     assert wider.normalised_loss == pytest.approx(0.2879, abs=1e-4)
     for optimum, degrees in ((own, [2]), (wider, [2, 4])):
@@ -78,7 +78,7 @@ def test_features_outside_the_targets_span_lower_the_optimum_strictly():
         assert optimum.normalised_loss == pytest.approx(float(exact_loss / trace_s), rel=1e-12)
     assert wider.loss < own.loss - 0.1 * own.null_loss
     # x lies outside span phi_2 too, but is uncorrelated with every even monomial: no gain
-    with_x = theory.one_step_gd_optimum(target, PolyMap.monomials(2, [1, 2]), 20)
+    with_x = closed_forms.one_step_gd_optimum(target, PolyMap.monomials(2, [1, 2]), 20)
     assert with_x.loss == pytest.approx(own.loss, rel=1e-12)
 
 
@@ -87,8 +87,8 @@ def test_features_outside_the_targets_span_lower_the_optimum_strictly():
 def test_the_general_formula_is_s_b_inverse_when_psi_is_phi(task):
     phi = task.target_features
     n = task.context_length
-    general = theory.one_step_gd_optimum(phi, phi, n)
-    moments = theory.gd_moments(phi, phi, n)
+    general = closed_forms.one_step_gd_optimum(phi, phi, n)
+    moments = closed_forms.gd_moments(phi, phi, n)
     s = moments.s_pp
     same_span = s @ np.linalg.inv(moments.b)  # Corollary 10: S B^-1
     scale = np.abs(same_span).max()
@@ -103,15 +103,15 @@ def test_the_general_formula_is_s_b_inverse_when_psi_is_phi(task):
 def test_the_general_formula_differs_from_s_b_inverse_when_psi_is_larger():
     phi = PURE_QUADRATIC_2D.target_features
     wider = PolyMap.monomials(2, [2, 4])  # phi_2 first, then phi_4
-    general = theory.one_step_gd_optimum(phi, wider, 20)
-    moments = theory.gd_moments(phi, phi, 20)
+    general = closed_forms.one_step_gd_optimum(phi, wider, 20)
+    moments = closed_forms.gd_moments(phi, phi, 20)
     padded = np.zeros_like(general.gamma)
     padded[:3, :3] = moments.s_pp @ np.linalg.inv(moments.b)  # S B^-1, zero on phi_4
     assert np.linalg.norm(general.gamma - padded) > 0.1 * np.linalg.norm(padded)
     # S B^-1 padded with zeros is still admissible on the wider features, and worse
-    wider_moments = theory.gd_moments(phi, wider, 20)
-    padded_loss = theory.gd_loss_from_moments(padded, wider_moments)
-    assert padded_loss == pytest.approx(theory.one_step_gd_optimum(phi, phi, 20).loss, rel=1e-10)
+    wider_moments = closed_forms.gd_moments(phi, wider, 20)
+    padded_loss = closed_forms.gd_loss_from_moments(padded, wider_moments)
+    assert padded_loss == pytest.approx(closed_forms.one_step_gd_optimum(phi, phi, 20).loss, rel=1e-10)
     assert general.loss < padded_loss - 0.1 * general.null_loss
     # and the exact rational optimum on the wider features is the float64 one
     gamma, exact_loss, _ = _exact_optimum(phi, wider, 20)
@@ -123,8 +123,8 @@ def test_the_optimum_depends_on_the_features_only_through_their_span():
     phi = QUADRATIC_3D.target_features
     rng = np.random.default_rng(3)
     mixed = phi.transform(rng.standard_normal((phi.num_outputs, phi.num_outputs)))
-    assert theory.one_step_gd_optimum(phi, mixed, 20).loss == pytest.approx(
-        theory.one_step_gd_optimum(phi, phi, 20).loss, rel=1e-9)
+    assert closed_forms.one_step_gd_optimum(phi, mixed, 20).loss == pytest.approx(
+        closed_forms.one_step_gd_optimum(phi, phi, 20).loss, rel=1e-9)
 
 
 # --- when k_Gamma is a kernel (Proposition 8) ---------------------------------------------------
@@ -132,8 +132,8 @@ def test_the_optimum_depends_on_the_features_only_through_their_span():
 def test_the_quadratic_tasks_optimal_gamma_is_symmetric_positive_definite():
     """Chapter 3: Gamma* = S B^-1 for d = 3, degree <= 2, n = 20 is symmetric (S and F commute)
     with eigenvalues 50/381 to 5/13: the best step is one step of kernel regression."""
-    optimum = theory.one_step_kernel_gd_optimum(QUADRATIC_3D)
-    check = theory.kernel_check(optimum.gamma)
+    optimum = closed_forms.one_step_kernel_gd_optimum(QUADRATIC_3D)
+    check = closed_forms.kernel_check(optimum.gamma)
     assert check.asymmetry < 1e-14
     assert check.is_kernel()
     gamma, _, _ = _exact_optimum(QUADRATIC_3D.target_features, QUADRATIC_3D.target_features, 20)
@@ -147,8 +147,8 @@ def test_the_quadratic_tasks_optimal_gamma_is_symmetric_positive_definite():
 def test_the_cubic_tasks_optimal_gamma_is_not_a_kernel():
     """Chapter 3: on all monomials up to degree 3 the optimal Gamma* is far from symmetric and its
     symmetric part is indefinite: the best step is a preconditioned GD step, not a kernel step."""
-    optimum = theory.one_step_kernel_gd_optimum(CUBIC_3D)
-    check = theory.kernel_check(optimum.gamma)
+    optimum = closed_forms.one_step_kernel_gd_optimum(CUBIC_3D)
+    check = closed_forms.kernel_check(optimum.gamma)
     gamma, _, _ = _exact_optimum(CUBIC_3D.target_features, CUBIC_3D.target_features, 20)
     difference = gamma - gamma.T
     exact_asymmetry = sympy.sqrt(sum(v**2 for v in difference) / sum(v**2 for v in gamma))
@@ -159,11 +159,11 @@ def test_the_cubic_tasks_optimal_gamma_is_not_a_kernel():
 
 
 def test_kernel_check_on_known_matrices():
-    assert theory.kernel_check(np.diag([1.0, 2.0, 0.0])).is_kernel()
-    assert not theory.kernel_check(np.diag([1.0, -1e-3])).is_kernel()
+    assert closed_forms.kernel_check(np.diag([1.0, 2.0, 0.0])).is_kernel()
+    assert not closed_forms.kernel_check(np.diag([1.0, -1e-3])).is_kernel()
     rotation = np.array([[0.0, -1.0], [1.0, 0.0]])
-    assert theory.kernel_check(rotation).asymmetry == pytest.approx(2.0)
-    assert theory.kernel_check(np.zeros((2, 2))).asymmetry == 0.0
+    assert closed_forms.kernel_check(rotation).asymmetry == pytest.approx(2.0)
+    assert closed_forms.kernel_check(np.zeros((2, 2))).asymmetry == 0.0
 
 
 # --- Proposition 11 -----------------------------------------------------------------------------
@@ -172,28 +172,28 @@ LENGTHS = np.unique(np.concatenate([np.arange(1, 200), np.geomspace(200, 100_000
                     ).astype(int)
 
 
-@pytest.mark.parametrize("task", [TaskConfig("linear", 3, 20), QUADRATIC_3D, CUBIC_3D],
+@pytest.mark.parametrize("task", [TaskConfig(kind="linear", input_dim=3, context_length=20), QUADRATIC_3D, CUBIC_3D],
                          ids=["linear", "quadratic", "cubic"])
 def test_the_optimum_is_below_c_over_n_and_below_the_zero_predictor(task):
     phi = task.target_features if task.kind == "poly" else PolyMap.monomials(3, [1])
-    c = theory.one_step_gd_asymptote(task)
-    losses = theory.one_step_gd_optimum_curve(phi, phi, LENGTHS)
+    c = closed_forms.one_step_gd_asymptote(task)
+    losses = closed_forms.one_step_gd_optimum_curve(phi, phi, LENGTHS)
     assert losses.dtype == np.float64
     assert np.all(LENGTHS * losses / c <= 1.0)
-    assert np.all(losses <= theory.null_loss(task))
+    assert np.all(losses <= closed_forms.null_loss(task))
     # n L*(n) / c rises towards 1: within 1e-3 at n = 1e5 for the linear and quadratic tasks,
     # whose crossover c / E[y^2] is 4 and 28.56; the cubic's is 167.6, so it needs 10x more
     assert np.all(np.diff(LENGTHS * losses) > 0)
     far = 100_000 if task.degree <= 2 else 1_000_000
-    far_loss = theory.one_step_gd_optimum_curve(phi, phi, [far])[0]
+    far_loss = closed_forms.one_step_gd_optimum_curve(phi, phi, [far])[0]
     assert far * far_loss / c == pytest.approx(1.0, abs=1e-3)
 
 
 def test_the_curve_is_the_optimum_at_each_n():
     phi = QUADRATIC_3D.target_features
     lengths = [1, 7, 20, 160, 5000]
-    curve = theory.one_step_gd_optimum_curve(phi, phi, lengths)
-    single = [theory.one_step_gd_optimum(phi, phi, n).loss for n in lengths]
+    curve = closed_forms.one_step_gd_optimum_curve(phi, phi, lengths)
+    single = [closed_forms.one_step_gd_optimum(phi, phi, n).loss for n in lengths]
     np.testing.assert_allclose(curve, single, rtol=1e-13)
 
 
@@ -201,21 +201,21 @@ def test_the_curve_is_the_optimum_at_each_n():
                          ids=["quadratic", "cubic", "pure-quadratic-2d"])
 def test_gamma_s_inverse_has_loss_exactly_c_over_n(task):
     phi = task.target_features
-    c = theory.one_step_gd_asymptote(task)
-    moments = theory.feature_moments(phi, phi)
+    c = closed_forms.one_step_gd_asymptote(task)
+    moments = closed_forms.feature_moments(phi, phi)
     s_inverse = np.linalg.inv(moments.s_pp)
     for n in (1, 10, 20, 160, 100_000):
-        loss = theory.gd_loss_from_moments(s_inverse, moments.at(n))
+        loss = closed_forms.gd_loss_from_moments(s_inverse, moments.at(n))
         assert loss == pytest.approx(c / n, rel=1e-10)
-    zero = theory.gd_loss_from_moments(np.zeros_like(s_inverse), moments.at(20))
-    assert zero == theory.null_loss(task)
+    zero = closed_forms.gd_loss_from_moments(np.zeros_like(s_inverse), moments.at(20))
+    assert zero == closed_forms.null_loss(task)
 
 
 def test_the_linear_task_reaches_its_closed_form():
     """Theorem 5: L* = d(d+1)/(n+d+1), so n L*/c = n/(n + d + 1) and the crossover is d + 1."""
     phi = PolyMap.monomials(3, [1])
     lengths = np.array([1, 4, 20, 1000])
-    curve = theory.one_step_gd_optimum_curve(phi, phi, lengths)
+    curve = closed_forms.one_step_gd_optimum_curve(phi, phi, lengths)
     np.testing.assert_allclose(curve, 12 / (lengths + 4), rtol=1e-12)
 
 
@@ -223,10 +223,10 @@ def test_over_chapter_3s_context_lengths_the_fall_is_slower_than_one_over_n():
     """Chapter 3's quadratic task: the crossover c / E[y^2] = 28.56, and the local log-log slope
     of L*(n) between the trained context lengths 10..160 lies in (-0.8, -0.3), not -1."""
     phi = QUADRATIC_3D.target_features
-    c = theory.one_step_gd_asymptote(QUADRATIC_3D)
-    assert c / theory.null_loss(QUADRATIC_3D) == pytest.approx(28.56, rel=1e-12)
+    c = closed_forms.one_step_gd_asymptote(QUADRATIC_3D)
+    assert c / closed_forms.null_loss(QUADRATIC_3D) == pytest.approx(28.56, rel=1e-12)
     lengths = np.array(context_length_grid(10, 160))
-    losses = theory.one_step_gd_optimum_curve(phi, phi, lengths)
+    losses = closed_forms.one_step_gd_optimum_curve(phi, phi, lengths)
     slopes = np.diff(np.log(losses)) / np.diff(np.log(lengths))
     assert np.all((slopes > -0.8) & (slopes < -0.3)), slopes
     assert slopes[0] > -0.4 and slopes[-1] < -0.7  # steepening towards -1
@@ -239,12 +239,12 @@ def test_over_chapter_3s_context_lengths_the_fall_is_slower_than_one_over_n():
 @pytest.mark.usefixtures("one_torch_thread")
 def test_exercise_3_2_seed_1_large_keeps_every_direction_and_normal_loses_one():
     from nlicl_lib import ModelConfig, TrainConfig, run_experiment
-    from nlicl_lib.feature_analysis import direction_usage
+    from nlicl_lib.theory.feature_analysis import direction_usage
 
-    optimum = theory.one_step_kernel_gd_optimum(QUADRATIC_3D)
+    optimum = closed_forms.one_step_kernel_gd_optimum(QUADRATIC_3D)
     used = {}
     for init in ("large", "normal"):
-        result = run_experiment(QUADRATIC_3D, ModelConfig("glu-lsa", glu_init=init),
+        result = run_experiment(QUADRATIC_3D, ModelConfig(kind="glu-lsa", glu_init=init),
                                 TrainConfig(steps=1000, batch_size=500, learning_rate=0.01, seed=1),
                                 progress=False)
         usage = direction_usage(result.model, optimum.gamma).usage
@@ -259,17 +259,17 @@ def test_exercise_3_2_seed_1_large_keeps_every_direction_and_normal_loses_one():
 
 def test_best_step_size_is_the_minimum_along_gamma():
     """best_step_size: c* = B / A and L(c* Gamma) = tr S - B^2 / A, against a fine scan of c."""
-    task = TaskConfig("poly", input_dim=3, context_length=20, degree=2)
-    moments = theory.gd_moments(task.target_features, theory.kernel_features(3, 2), 20)
+    task = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2)
+    moments = closed_forms.gd_moments(task.target_features, closed_forms.kernel_features(3, 2), 20)
     gamma = polynomial_kernel_gamma(3, 2.5)
-    step, loss = theory.best_step_size(gamma, moments)
-    scan = [theory.gd_loss_from_moments(c * gamma, moments)
+    step, loss = closed_forms.best_step_size(gamma, moments)
+    scan = [closed_forms.gd_loss_from_moments(c * gamma, moments)
             for c in step * np.linspace(0.9, 1.1, 201)]
     assert loss == pytest.approx(min(scan), rel=1e-12)
     assert loss <= min(scan) + 1e-12
     # the page's former three-evaluation form gives the same step
-    plus, minus = (theory.gd_loss_from_moments(s * gamma, moments) for s in (1, -1))
+    plus, minus = (closed_forms.gd_loss_from_moments(s * gamma, moments) for s in (1, -1))
     curvature = (plus + minus) / 2 - moments.s_ff_trace
     assert step == pytest.approx((minus - plus) / 4 / curvature, rel=1e-12)
     with pytest.raises(ConfigError, match="gamma"):
-        theory.best_step_size(0 * gamma, moments)
+        closed_forms.best_step_size(0 * gamma, moments)

@@ -1,4 +1,4 @@
-"""The live training panel (nlicl_lib.widgets), driven from Python as a reader would drive it:
+"""The live training panel (nlicl_lib.book.widgets), driven from Python as a reader would drive it:
 move sliders, press Train with a tiny budget, read the figure and the messages; and the
 panel's static HTML in the book build, which creates no widgets."""
 
@@ -19,10 +19,8 @@ from nlicl_lib import (
     TrainingDivergedError,
     run_experiment,
 )
-from nlicl_lib.book_refs import ref
-from nlicl_lib.device import describe_device, resolve_device
-from nlicl_lib.panels import PANELS
-from nlicl_lib.widgets import (
+from nlicl_lib.book.panels import PANELS
+from nlicl_lib.book.widgets import (
     MEMORY_CAP_BYTES,
     Param,
     TrainingPanel,
@@ -32,6 +30,8 @@ from nlicl_lib.widgets import (
     memory_limit_bytes,
     smooth_curve,
 )
+from nlicl_lib.core.book_refs import ref
+from nlicl_lib.core.device import describe_device, resolve_device
 
 
 @pytest.fixture(autouse=True)
@@ -46,8 +46,8 @@ def live(monkeypatch):
 
 
 def configure(settings):
-    task = TaskConfig("poly", input_dim=2, context_length=settings["n"], degree=2)
-    model = ModelConfig("lsa", depth=settings["depth"])
+    task = TaskConfig(kind="poly", input_dim=2, context_length=settings["n"], degree=2)
+    model = ModelConfig(kind="lsa", depth=settings["depth"])
     train = TrainConfig(steps=settings["steps"], batch_size=64,
                         learning_rate=settings["lr"] / settings["depth"])
     return task, model, train
@@ -178,7 +178,7 @@ def test_a_diverging_run_is_reported_not_raised(monkeypatch):
     def diverges(*args, **kwargs):
         raise TrainingDivergedError(3, float("nan"), 1000.0)
 
-    monkeypatch.setattr("nlicl_lib.widgets.run_experiment", diverges)
+    monkeypatch.setattr("nlicl_lib.book.widgets.run_experiment", diverges)
     panel = small_panel()
     panel.set(lr=1000.0)
     panel.train_button.click()
@@ -240,9 +240,10 @@ class PanelHTML(HTMLParser):
 
 def book_build_display(monkeypatch, panel: TrainingPanel) -> list[tuple[dict, dict]]:
     published, shown = [], []
-    monkeypatch.setattr("IPython.display.publish_display_data",
-                        lambda data, metadata=None: published.append((data, metadata)))
-    monkeypatch.setattr("IPython.display.display", lambda *objs: shown.extend(objs))
+    for module in ("nlicl_lib.book.widgets", "nlicl_lib.book.display"):
+        monkeypatch.setattr(f"{module}.publish_display_data",
+                            lambda data, metadata=None: published.append((data, metadata)))
+    monkeypatch.setattr("nlicl_lib.book.widgets.display", lambda *objs: shown.extend(objs))
     panel._ipython_display_()
     assert shown == []  # no widget view
     return published
@@ -343,8 +344,8 @@ def test_static_panels_on_one_page_have_distinct_ids(monkeypatch):
 def test_live_display_draws_the_theory_and_the_estimate(monkeypatch):
     panel = small_panel()
     shown, drawn = [], []
-    monkeypatch.setattr("IPython.display.display", lambda *objs: shown.extend(objs))
-    monkeypatch.setattr("nlicl_lib.display.show", lambda fig: drawn.append(fig))
+    monkeypatch.setattr("nlicl_lib.book.widgets.display", lambda *objs: shown.extend(objs))
+    monkeypatch.setattr("nlicl_lib.book.display.show", lambda fig: drawn.append(fig))
     panel._ipython_display_()
     assert shown == [panel.widget]
     assert len(drawn) == 1 and drawn[0] is panel.last_figure
@@ -371,20 +372,20 @@ def test_params_validate():
 
 
 def test_memory_estimate_grows_with_the_run_and_limit_is_capped():
-    task = TaskConfig("poly", input_dim=3, context_length=20, degree=2)
-    small = estimate_memory_bytes(task, ModelConfig("glu-lsa"), TrainConfig(batch_size=1000))
-    longer = estimate_memory_bytes(TaskConfig("poly", input_dim=3, context_length=80, degree=2),
-                                   ModelConfig("glu-lsa"), TrainConfig(batch_size=10000))
-    bigger = estimate_memory_bytes(task, ModelConfig("glu-lsa", depth=4),
+    task = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2)
+    small = estimate_memory_bytes(task, ModelConfig(kind="glu-lsa"), TrainConfig(batch_size=1000))
+    longer = estimate_memory_bytes(TaskConfig(kind="poly", input_dim=3, context_length=80, degree=2),
+                                   ModelConfig(kind="glu-lsa"), TrainConfig(batch_size=10000))
+    bigger = estimate_memory_bytes(task, ModelConfig(kind="glu-lsa", depth=4),
                                    TrainConfig(batch_size=50000))
     assert 0 < small < longer and small < bigger
     assert memory_limit_bytes(torch.device("cpu")) <= MEMORY_CAP_BYTES
     assert format_seconds(3.21) == "3.2 s" and format_seconds(125) == "2 min 5 s"
     # long contexts are tested in smaller batches: the panels' longest fits the cap
     assert eval_batch_size(task) == 20000
-    long = TaskConfig("poly", input_dim=3, context_length=160, degree=2)
+    long = TaskConfig(kind="poly", input_dim=3, context_length=160, degree=2)
     assert eval_batch_size(long) * 161 <= 20000 * 21
-    assert estimate_memory_bytes(long, ModelConfig("glu-lsa"),
+    assert estimate_memory_bytes(long, ModelConfig(kind="glu-lsa"),
                                  TrainConfig(batch_size=500)) < MEMORY_CAP_BYTES
 
 

@@ -20,7 +20,7 @@ It first runs ``tools/check_refs.py``: a page or library string that cites the t
 notes instead of the book's numbered results stops the build.
 
 Then it runs ``jupyter-book build . -W -n --keep-going`` with ``NLICL_BOOK_BUILD=1`` (see
-``nlicl_lib.display``): every Sphinx warning, broken cross-reference and failing cell fails
+``nlicl_lib.book.display``): every Sphinx warning, broken cross-reference and failing cell fails
 the build, with the cell's traceback printed.
 
 Last, it reads the executed notebooks (``_build/jupyter_execute/**/*.ipynb``, the notebooks

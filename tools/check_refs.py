@@ -5,7 +5,7 @@
 
 * a page, a library module, a test, a bench script or a build tool mentions ``theory.md`` or
   an old section tag of it ("(3.3)", "3.5 form", "theory 3.1", ...);
-* ``nlicl_lib/book_refs.py`` disagrees with the numbering of ``book/theorems.md`` (one counter
+* ``nlicl_lib/core/book_refs.py`` disagrees with the numbering of ``book/theorems.md`` (one counter
   shared by every kind of result, as ``prf_realtyp_to_countertyp`` in ``_config.yml`` sets);
 * a "Theorem 9 (thm-feature-optimum)" style mention names a label that does not exist or the
   wrong kind or number for it;
@@ -52,8 +52,8 @@ def theory_numbering(theory_page: Path) -> dict[str, tuple[str, int, str]]:
 
 
 def load_results(root: Path) -> dict[str, tuple[str, int, str]]:
-    """``nlicl_lib.book_refs.RESULTS``, loaded from the file (no package import needed)."""
-    spec = importlib.util.spec_from_file_location("book_refs", root / "nlicl_lib" / "book_refs.py")
+    """``nlicl_lib.core.book_refs.RESULTS``, loaded from the file (no package import needed)."""
+    spec = importlib.util.spec_from_file_location("book_refs", root / "nlicl_lib" / "core" / "book_refs.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.RESULTS
@@ -76,7 +76,7 @@ def problems(root: Path = ROOT) -> list[str]:
 
     for label in sorted(set(numbering) | set(results)):
         if kind_and_number(numbering, label) != kind_and_number(results, label):
-            found.append(f"nlicl_lib/book_refs.py: {label}: table says {results.get(label)}, "
+            found.append(f"nlicl_lib/core/book_refs.py: {label}: table says {results.get(label)}, "
                          f"book/theorems.md says {numbering.get(label)}")
     for path in scanned_files(root):
         relative = path.relative_to(root).as_posix()
@@ -109,7 +109,7 @@ def main() -> int:
         print(problem, file=sys.stderr)
     if found:
         print(f"check_refs: {len(found)} problem(s); the book must cite its own numbered results "
-              "(see nlicl_lib/book_refs.py)", file=sys.stderr)
+              "(see nlicl_lib/core/book_refs.py)", file=sys.stderr)
         return 1
     print("check_refs: references to the Theory part are consistent")
     return 0

@@ -1,6 +1,6 @@
 """Write chapter 5's depth study (nlicl_lib/data/depth_study.json): trained GLU-LSA stacks of
 depth 1 to 8 and the greedy block-coordinate references, for every study in
-nlicl_lib.depth_study.STUDIES. About 10 minutes on two CPU cores.
+nlicl_lib.experiments.depth_study.STUDIES. About 10 minutes on two CPU cores.
 
     python tools/make_depth_study.py                  # every study, every part
     python tools/make_depth_study.py --only d3 --parts references --out /tmp/check.json
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from nlicl_lib.depth_study import DATA_FILE, PARTS, STUDIES, run_study
+from nlicl_lib.experiments.depth_study import DATA_FILE, PARTS, STUDIES, run_study
 
 
 def main(argv: list[str] | None = None) -> int:

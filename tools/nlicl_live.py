@@ -16,7 +16,7 @@ cannot open.
 **Run times.** The directive ``{nlicl-run-times}`` (used by the instructors page) becomes, at
 the end of the build, two tables computed from the execution cache: each chapter's execution
 time in this build (or the last one that executed it) with the device, and the chapters'
-exercises with the time their solution cells took (recorded by ``nlicl_lib.exercises``) and
+exercises with the time their solution cells took (recorded by ``nlicl_lib.book.exercises``) and
 whether they fit a one-hour lab. Pages holding the directive are re-read in every build, so
 their numbers never go stale; nothing is typed in by hand.
 """
@@ -37,7 +37,7 @@ from docutils.parsers.rst import Directive
 from sphinx.errors import ConfigError
 
 COLAB_DIR = "_colab"
-EXERCISE_KEY = "nlicl_exercise"  # nlicl_lib.exercises.METADATA_KEY (not imported: no torch here)
+EXERCISE_KEY = "nlicl_exercise"  # nlicl_lib.book.exercises.METADATA_KEY (not imported: no torch here)
 
 # The one-hour lab (see the instructors page): each exercise takes this long to read, edit and
 # discuss, plus its measured run time for this many runs; the lab keeps some minutes to open
@@ -277,7 +277,7 @@ def executed_pages(cache_path: str, notebooks: dict[str, Path]) -> dict[str, Pag
 def build_machine() -> tuple[str, str]:
     """The device a page's kernel gets with ``device="auto"`` here, and that plus the CPU."""
     try:
-        from nlicl_lib.device import describe_device, resolve_device
+        from nlicl_lib.core.device import describe_device, resolve_device
 
         device = describe_device(resolve_device("auto"))
     except Exception:  # noqa: BLE001 - the page still builds without the library

@@ -1,7 +1,7 @@
 """Sphinx extension of the nlicl book: what a static, offline, strict site needs on top of
 jupyter-book 1.0 and myst-nb 1.4.
 
-``nlicl_lib.display.show`` writes figures as HTML that calls ``Plotly.newPlot`` but does not
+``nlicl_lib.book.display.show`` writes figures as HTML that calls ``Plotly.newPlot`` but does not
 carry plotly.js (see its docstring). This extension
 
 * adds the vendored plotly.js *cartesian* bundle (``book/_static/vendor/plotly-cartesian.min.js``,
@@ -17,7 +17,7 @@ carry plotly.js (see its docstring). This extension
   otherwise leave that trace out without an error;
 * fails the build when a page holds saved ipywidgets state: the static site has no widget
   manager (training panels render as static HTML in the book build, see
-  ``nlicl_lib.widgets.TrainingPanel``), so such a widget would show as nothing;
+  ``nlicl_lib.book.widgets.TrainingPanel``), so such a widget would show as nothing;
 * re-reads (from the execution cache) and so rewrites every page when a file under
   ``html_static_path`` changed: Sphinx copies static files only in a build that writes pages,
   so editing only ``book/_static/nlicl.css`` would otherwise change nothing;
@@ -199,7 +199,7 @@ def refuse_widget_state(app: Any, pagename: str, templatename: str, context: dic
         raise ExtensionError(
             f"page {pagename} holds ipywidgets state, but the static site has no widget "
             "manager: create no widgets in the book build (NLICL_BOOK_BUILD=1), as "
-            "nlicl_lib.widgets.TrainingPanel does, and show static HTML instead.")
+            "nlicl_lib.book.widgets.TrainingPanel does, and show static HTML instead.")
 
 
 def _static_digest(app: Any) -> str:

@@ -23,8 +23,8 @@ import pytest
 from plotly.subplots import make_subplots
 from sphinx.errors import ExtensionError
 
-from nlicl_lib.display import figure_output
-from nlicl_lib.widgets import Param, TrainingPanel
+from nlicl_lib.book.display import figure_output
+from nlicl_lib.book.widgets import Param, TrainingPanel
 
 ROOT = Path(__file__).resolve().parents[2]
 VENDORED_PLOTLY = ROOT / "book" / "_static" / "vendor" / "plotly-cartesian.min.js"
@@ -50,8 +50,8 @@ def book(tmp_path: Path) -> Path:
     (tmp_path / "requirements.txt").write_text("numpy==2.4.6\n")
     pages = tmp_path / "book"
     pages.mkdir()
-    (pages / "uses_lib.md").write_text("```{code-cell} ipython3\nimport nlicl_lib.tasks\n```\n")
-    (pages / "uses_from.md").write_text("```{code-cell}\nfrom nlicl_lib.display import show\n```\n")
+    (pages / "uses_lib.md").write_text("```{code-cell} ipython3\nimport nlicl_lib.core.tasks\n```\n")
+    (pages / "uses_from.md").write_text("```{code-cell}\nfrom nlicl_lib.book.display import show\n```\n")
     (pages / "plain.md").write_text("# Mentions nlicl_lib in prose only\n")
     return tmp_path
 
@@ -102,7 +102,7 @@ def test_refresh_forgets_library_pages_only_when_inputs_change(book: Path) -> No
     uses_lib, plain = book / "book" / "uses_lib.md", book / "book" / "plain.md"
 
     assert build_book.refresh_cache(book) == []  # first build: nothing cached yet
-    cache_execution(cache, uses_lib, "import nlicl_lib.tasks")
+    cache_execution(cache, uses_lib, "import nlicl_lib.core.tasks")
     cache_execution(cache, plain, "print('no library')")
     doctrees.mkdir(parents=True)
 

@@ -1,0 +1,123 @@
+r"""Chapter 5's figures of the depth study (:mod:`nlicl_lib.experiments.depth_study` data), each trained
+result drawn next to the reference it is compared with.
+
+- :func:`depth_figure`: normalised loss against depth $L$ for every slot count of a study:
+  trained stacks, the greedy references (Proposition 15 (prop-greedy-reference)), the best single
+  block with $m$ slots and the best single block of any size (Proposition 12 (prop-capacity));
+- :func:`weights_figure`: the same trained stacks and references against their number of
+  trained weights, $L\,\big((d + m)^2 + 2hd + mh\big)$ with $h = m$
+  (:func:`nlicl_lib.experiments.depth_study.stack_weights`);
+- :func:`curves_figure`: the training curves, one slider step per run.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from nlicl_lib.book.plots import (
+    COLORS,
+    PALETTE,
+    baseline_trace,
+    bound_trace,
+    new_figure,
+    slider_figure,
+    theory_trace,
+    trained_trace,
+)
+from nlicl_lib.experiments.depth_study import stack_weights
+from nlicl_lib.experiments.depth_sweep import shape_key
+
+
+def _normalised(study: dict, values) -> list[float]:
+    return [float(v) / study["null_loss"] for v in values]
+
+
+def _trained(study: dict, m: int) -> tuple[list[int], list[float], list[float]]:
+    depths = list(study["depths"])
+    runs = [study["trained"][shape_key(m, L)] for L in depths]
+    return (depths, _normalised(study, [r["loss"] for r in runs]),
+            _normalised(study, [2 * r["std_error"] for r in runs]))
+
+
+def _reference(study: dict, m: int) -> tuple[list[int], list[float], list[float]]:
+    ref = study["references"][str(m)]
+    depths = list(range(1, len(ref["loss"]) + 1))
+    return (depths, _normalised(study, ref["loss"]),
+            _normalised(study, [2 * e for e in ref["std_error"]]))
+
+
+def _reference_name(study: dict, m: int) -> str:
+    if m >= study["p2"]:
+        return f"L steps of kernel GD (all {study['p2']} quadratics), best Γ per step"
+    return f"block-coordinate reference, m = {m}"
+
+
+def _trace_pairs(study: dict, x_of) -> list[go.Scatter]:
+    traces = []
+    for index, m in enumerate(study["slots"]):
+        color = PALETTE[index]
+        depths, loss, error = _trained(study, m)
+        traces.append(trained_trace([x_of(m, L) for L in depths], loss,
+                                    f"trained, m = {m} slots", color=color, error_y=error))
+        depths, loss, error = _reference(study, m)
+        traces.append(theory_trace([x_of(m, L) for L in depths], loss, _reference_name(study, m),
+                                   color=color, dash="dash" if index == 0 else "longdash",
+                                   error_y={"type": "data", "array": error, "visible": True}))
+    return traces
+
+
+def depth_figure(study: dict, title: str) -> go.Figure:
+    """Normalised test loss against depth for every slot count of ``study`` (2 standard errors
+    as error bars), with the best single block of each size as horizontal lines."""
+    fig = new_figure(title, "depth L (blocks)", "test loss / E[y²]", log_y=True)
+    fig.update_yaxes(dtick="D2")  # labels at 1, 2, 5 of each decade: two decades stay readable
+    for trace in _trace_pairs(study, lambda m, L: L):
+        fig.add_trace(trace)
+    last = max(study["depths"])
+    for m in study["slots"]:
+        if m < study["p2"]:
+            single = _normalised(study, [study["single_block"][str(m)]] * 2)
+            fig.add_trace(bound_trace([1, last], single,
+                                      f"best single block, m = {m} (any width)"))
+    fig.add_trace(baseline_trace([1, last], _normalised(study, [study["kernel_optimum"]] * 2),
+                                 f"best single block of any size (m = {study['p2']})"))
+    return fig
+
+
+def weights_figure(study: dict, title: str) -> go.Figure:
+    """The trained stacks and references of ``study`` against their trained weights."""
+    d = study["task"]["input_dim"]
+    fig = new_figure(title, "trained weights of the stack", "test loss / E[y²]", log_x=True,
+                     log_y=True)
+    fig.update_xaxes(dtick="D2")
+    fig.update_yaxes(dtick="D2")
+    for trace in _trace_pairs(study, lambda m, L: stack_weights(d, m, L)):
+        fig.add_trace(trace)
+    return fig
+
+
+def curves_figure(studies: dict[str, dict], title: str) -> go.Figure:
+    """Training curves (batch loss, mean of every ``history_window`` steps) of every run, with
+    the run's final test loss and its reference at the same depth."""
+    panels, labels = {}, []
+    for study in studies.values():
+        window = study["history_window"]
+        for m in study["slots"]:
+            for L in study["depths"]:
+                run = study["trained"][shape_key(m, L)]
+                label = f"d={study['task']['input_dim']}, m={m}, L={L}"
+                labels.append(label)
+                curve = _normalised(study, run["history"])
+                steps = (np.arange(len(curve)) + 1) * window
+                reference = study["references"][str(m)]["loss"][L - 1] / study["null_loss"]
+                panels[(label,)] = [
+                    trained_trace(steps, curve, "batch loss (mean of 25 steps)", mode="lines"),
+                    trained_trace([steps[-1]], [run["loss"] / study["null_loss"]],
+                                  "test loss after training", color=COLORS["trained2"],
+                                  mode="markers", marker={"size": 10}),
+                    theory_trace([steps[0], steps[-1]], [reference] * 2,
+                                 "reference of the same shape"),
+                ]
+    base = new_figure(title, "training step", "loss / E[y²]", log_y=True)
+    return slider_figure(base, panels, ["run"], [labels])

@@ -1,0 +1,234 @@
+r"""In-context regression tasks and the prompt embedding (Definition 1 (def-prompts)).
+
+A prompt holds $n$ context pairs $(x_i, y_i)$ and a query $x_{n+1}$. Inputs are
+$x_i \sim \mathcal N(0, \Sigma)$ ($\Sigma = I_d$ unless a covariance is given); the target
+function is drawn fresh for every prompt:
+
+- ``linear``: $y = w^\top x$, $w \sim \mathcal N(0, I_d)$;
+- ``poly`` of degree $k$: $y = \sum_\alpha \beta_\alpha x^\alpha$ over raw monomials with
+  $1 \le |\alpha| \le k$ (or only $|\alpha| = k$ when ``homogeneous``), $\beta_\alpha \sim
+  \mathcal N(0, 1)$;
+- context labels get noise $\epsilon \sim \mathcal N(0, \sigma^2)$ (``noise_std`` $= \sigma$);
+  the query label is clean.
+
+The embedding puts tokens in rows, shape ``(batch, tokens, dim)`` with ``tokens = n + 1`` and
+``dim = D = d + m + 1``: $x$ in columns ``[0, d)``, the $m$ zero feature slots in
+``[d, d + m)``, the label in column ``D - 1`` (zero for the query).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+import torch
+
+from nlicl_lib.core.errors import ConfigError, check_choice, check_float, check_int
+from nlicl_lib.core.monomials import MAX_MONOMIALS, PolyMap, monomial_count
+from nlicl_lib.core.seeding import STREAM_TRAIN, generator
+
+TASK_KINDS = ("linear", "poly")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskConfig:
+    r"""What prompts look like. Validated on construction.
+
+    ``input_dim`` is $d$, ``context_length`` is $n$, ``degree`` is $k$, ``noise_std`` is
+    $\sigma$ (a standard deviation, not a variance), ``covariance`` is $\Sigma$ (linear only).
+    """
+
+    kind: str = "linear"
+    input_dim: int = 5
+    context_length: int = 20
+    degree: int = 1
+    homogeneous: bool = False
+    noise_std: float = 0.0
+    covariance: tuple[tuple[float, ...], ...] | None = field(default=None, compare=True)
+
+    def __post_init__(self) -> None:
+        check_choice("task", self.kind, TASK_KINDS)
+        object.__setattr__(self, "input_dim", check_int("d", self.input_dim, minimum=1))
+        object.__setattr__(self, "context_length", check_int("n", self.context_length, minimum=1))
+        object.__setattr__(self, "noise_std", check_float("noise", self.noise_std, minimum=0.0))
+        degree = check_int("degree", self.degree, minimum=1)
+        if self.kind == "linear" and degree != 1:
+            raise ConfigError("degree", degree, "1 for the linear task (use task='poly')")
+        object.__setattr__(self, "degree", degree)
+        count = self.num_monomials
+        if count > MAX_MONOMIALS:
+            raise ConfigError(
+                "degree",
+                degree,
+                f"a degree whose monomial count in d={self.input_dim} is at most {MAX_MONOMIALS}"
+                f" (got {count})",
+            )
+        if self.covariance is not None:
+            if self.kind != "linear":
+                raise ConfigError("covariance", "given", "only the linear task takes a covariance")
+            cov = np.asarray(self.covariance, dtype=np.float64)
+            if cov.shape != (self.input_dim, self.input_dim) or not np.allclose(cov, cov.T):
+                raise ConfigError(
+                    "covariance", cov.shape, f"a symmetric {self.input_dim}x{self.input_dim} matrix"
+                )
+            if np.linalg.eigvalsh(cov).min() <= 0:
+                raise ConfigError("covariance", "matrix", "a positive definite matrix")
+            object.__setattr__(self, "covariance", tuple(tuple(float(v) for v in r) for r in cov))
+
+    @property
+    def degrees(self) -> tuple[int, ...]:
+        """The monomial degrees in the target: ``(k,)`` if homogeneous else ``(1, ..., k)``."""
+        return (self.degree,) if self.homogeneous else tuple(range(1, self.degree + 1))
+
+    @property
+    def num_monomials(self) -> int:
+        """How many coefficients a target has: $\\sum_j p_j$ over :attr:`degrees`."""
+        return sum(monomial_count(self.input_dim, k) for k in self.degrees)
+
+    @cached_property
+    def target_features(self) -> PolyMap:
+        r"""$\phi(x)$, the raw monomials the target is a random combination of."""
+        return PolyMap.monomials(self.input_dim, self.degrees)
+
+    @property
+    def covariance_matrix(self) -> np.ndarray:
+        """$\\Sigma$ as an array (the identity when none is given)."""
+        if self.covariance is None:
+            return np.eye(self.input_dim)
+        return np.asarray(self.covariance, dtype=np.float64)
+
+    def describe(self) -> str:
+        if self.kind == "linear":
+            text = f"linear, d={self.input_dim}, n={self.context_length}"
+        else:
+            kind = "homogeneous " if self.homogeneous else ""
+            text = f"{kind}degree-{self.degree} polynomial, d={self.input_dim}, n={self.context_length}"
+        if self.noise_std:
+            text += f", noise sigma={self.noise_std:g}"
+        return text
+
+
+@dataclass
+class Prompts:
+    """A batch of prompts.
+
+    ``x``: ``(batch, n + 1, d)`` inputs, the query last. ``y``: ``(batch, n + 1)`` labels; the
+    context entries carry the label noise, the query entry (``y[:, -1]``) is the clean target.
+    ``coefficients``: ``(batch, p)`` the drawn $w$ or $\\beta$.
+    """
+
+    x: torch.Tensor
+    y: torch.Tensor
+    coefficients: torch.Tensor
+
+    @property
+    def context_length(self) -> int:
+        return self.x.shape[1] - 1
+
+    @property
+    def query_label(self) -> torch.Tensor:
+        return self.y[:, -1]
+
+    def embed(self, feature_slots: int = 0) -> torch.Tensor:
+        """$Z_0$ with ``feature_slots`` zero rows between $x$ and $y$ (see the module doc)."""
+        return embed(self.x, self.y, feature_slots)
+
+    def to(self, dtype: torch.dtype) -> Prompts:
+        return Prompts(self.x.to(dtype), self.y.to(dtype), self.coefficients.to(dtype))
+
+
+def embed(x: torch.Tensor, y: torch.Tensor, feature_slots: int = 0) -> torch.Tensor:
+    r"""$Z_0 = [x;\ 0_m;\ y]$ per token, the query's label set to 0.
+
+    ``x``: ``(batch, n + 1, d)``; ``y``: ``(batch, n + 1)`` or ``(batch, n)`` (context only).
+    Returns ``(batch, n + 1, d + m + 1)``.
+    """
+    feature_slots = check_int("feature_slots", feature_slots, minimum=0)
+    batch, tokens, _ = x.shape
+    labels = x.new_zeros(batch, tokens, 1)
+    labels[:, : tokens - 1, 0] = y[:, : tokens - 1]
+    slots = x.new_zeros(batch, tokens, feature_slots)
+    return torch.cat([x, slots, labels], dim=-1)
+
+
+PART_SIZE = 1000
+"""Prompts per independently seeded part of a batch. Part ``j`` of a batch draws its numbers
+from ``(seed, stream, step, j)`` alone, so a batch is the same whatever number of threads fill
+it, and a batch of at most ``PART_SIZE`` prompts is one part (seeded as ``(seed, stream, step)``)."""
+
+_pool: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def _sampling_workers() -> int:
+    """Threads that fill the parts of a batch on CPU: one per core. Independent of torch's
+    intra-op threads, so a run that keeps torch single-threaded still samples on every core."""
+    return os.cpu_count() or 1
+
+
+def _run_parts(fill: Callable[[int], None], parts: int, device: torch.device) -> None:
+    """Call ``fill(j)`` for every part: on CPU spread over :func:`_sampling_workers` threads
+    (random number generation is single-threaded in torch, and it dominates a training step)."""
+    workers = min(parts, _sampling_workers()) if device.type == "cpu" else 1
+    if workers <= 1:
+        for part in range(parts):
+            fill(part)
+        return
+    global _pool
+    if _pool is None or _pool[0] != os.getpid() or _pool[1]._max_workers < workers:
+        _pool = (os.getpid(), ThreadPoolExecutor(max(workers, os.cpu_count() or 1)))
+
+    def fill_every(first: int) -> None:
+        for part in range(first, parts, workers):
+            fill(part)
+
+    list(_pool[1].map(fill_every, range(workers)))
+
+
+def sample_prompts(
+    task: TaskConfig,
+    batch_size: int,
+    seed: int,
+    step: int,
+    device: torch.device | str = "cpu",
+    stream: int = STREAM_TRAIN,
+    dtype: torch.dtype = torch.float32,
+) -> Prompts:
+    """A batch of prompts that is a pure function of ``(task, batch_size, seed, stream, step)``.
+
+    The numbers are drawn on ``device`` (so CPU and CUDA runs of one seed differ, each
+    reproducible on its own), in parts of :data:`PART_SIZE` prompts with their own generators,
+    filled in parallel on CPU; the result does not depend on the number of threads.
+    """
+    batch_size = check_int("batch", batch_size, minimum=1)
+    device = torch.device(device)
+    n, d = task.context_length, task.input_dim
+    num_coefficients = d if task.kind == "linear" else task.target_features.num_outputs
+    x = torch.empty(batch_size, n + 1, d, device=device, dtype=dtype)
+    coefficients = torch.empty(batch_size, num_coefficients, device=device, dtype=dtype)
+    noise = torch.empty(batch_size, n, device=device, dtype=dtype) if task.noise_std > 0 else None
+    bounds = [(start, min(start + PART_SIZE, batch_size))
+              for start in range(0, batch_size, PART_SIZE)]
+
+    def fill(part: int) -> None:
+        start, stop = bounds[part]
+        gen = generator(seed, stream, step, device, part)
+        torch.randn(stop - start, n + 1, d, generator=gen, out=x[start:stop])
+        torch.randn(stop - start, num_coefficients, generator=gen, out=coefficients[start:stop])
+        if noise is not None:
+            torch.randn(stop - start, n, generator=gen, out=noise[start:stop])
+
+    _run_parts(fill, len(bounds), device)
+    if task.covariance is not None:
+        chol = torch.linalg.cholesky(torch.as_tensor(task.covariance_matrix, dtype=torch.float64))
+        x = x @ chol.T.to(device=device, dtype=dtype)
+    if task.kind == "linear":
+        y = torch.einsum("btd,bd->bt", x, coefficients)
+    else:
+        y = torch.einsum("btp,bp->bt", task.target_features(x), coefficients)
+    if noise is not None:
+        y = torch.cat([y[:, :n] + task.noise_std * noise, y[:, n:]], dim=1)
+    return Prompts(x, y, coefficients)

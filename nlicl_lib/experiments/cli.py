@@ -1,0 +1,242 @@
+"""Command line: ``python -m nlicl_lib train|theory|reproduce ...``.
+
+Every bad value is reported as ``error: <param>=<value> is not allowed: <what is>`` with exit
+status 2, before any training starts and without writing the ``--json`` file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from nlicl_lib.core.book_refs import ref
+from nlicl_lib.core.device import resolve_device
+from nlicl_lib.core.errors import ConfigError, TrainingDivergedError
+from nlicl_lib.core.models import ModelConfig
+from nlicl_lib.core.tasks import TaskConfig
+from nlicl_lib.experiments import reproduce
+from nlicl_lib.experiments.run import run_experiment
+from nlicl_lib.theory.values import theory_values
+from nlicl_lib.training.settings import default_train_config
+
+CONTEXT_LENGTH = 20
+# Deep GLU-LSA stacks: at n = 20 a depth-8 stack's mean test loss is set by rare contexts with
+# unusually large empirical moments, where its fixed steps overshoot (measured in chapter 5: the
+# greedy reference's largest test context carries 97% of its loss at depth 8); at n = 100 the
+# empirical moments concentrate and depth keeps helping.
+DEEP_CONTEXT_LENGTH = 100
+DEEP_FROM = 3
+
+
+def _task_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("task")
+    group.add_argument("--task", default="linear", help="linear or poly (default: linear)")
+    group.add_argument("--d", type=int, default=5, help="input dimension d (default: 5)")
+    group.add_argument("--n", type=int, default=None,
+                       help=f"context length n (default: {CONTEXT_LENGTH}; {DEEP_CONTEXT_LENGTH} for "
+                            f"GLU-LSA stacks of {DEEP_FROM} or more blocks, whose test loss at "
+                            f"n = {CONTEXT_LENGTH} rests on rare contexts where their fixed "
+                            "steps overshoot: chapter 5)")
+    group.add_argument("--degree", type=int, default=None,
+                       help="polynomial degree k for --task poly (default: 2)")
+    group.add_argument("--homogeneous", action="store_true",
+                       help="only monomials of degree exactly k")
+    group.add_argument("--noise", type=float, default=0.0,
+                       help="label noise standard deviation sigma on context labels (default: 0)")
+
+
+def _model_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("model")
+    group.add_argument("--model", default="lsa", help="lsa or glu-lsa (default: lsa)")
+    group.add_argument("--depth", type=int, default=1, help="number of blocks L (default: 1)")
+    group.add_argument("--slots", type=int, default=None,
+                       help="feature slots m (default: 0 for lsa, p_2 for glu-lsa)")
+    group.add_argument("--width", type=int, default=None, help="GLU width h (default: m)")
+    group.add_argument("--attention", default=None, help="full or sparse (default by model)")
+    group.add_argument("--activation", default="none", help="none, silu or gelu on one branch")
+    group.add_argument("--glu-reads", default=None,
+                       help="what the GLUs read: x, x+slots or all (default: x; x+slots for "
+                            "deeper stacks on polynomial tasks of degree 3 or more)")
+    group.add_argument("--glu-init", default=None,
+                       help="GLU initialisation: normal, small or large (default: large for one block "
+                            "reading x, which keeps every feature direction alive in nearly every "
+                            "seed (ch. 3); normal for deeper stacks, whose slot-reading weights "
+                            "start at zero)")
+
+
+def _context_length(args: argparse.Namespace) -> int:
+    if args.n is not None:
+        return args.n
+    deep = args.model == "glu-lsa" and isinstance(args.depth, int) and args.depth >= DEEP_FROM
+    return DEEP_CONTEXT_LENGTH if deep else CONTEXT_LENGTH
+
+
+def _make_task(args: argparse.Namespace) -> TaskConfig:
+    degree = args.degree if args.degree is not None else (2 if args.task == "poly" else 1)
+    return TaskConfig(kind=args.task, input_dim=args.d, context_length=_context_length(args), degree=degree,
+                      homogeneous=args.homogeneous,
+                      noise_std=args.noise)
+
+
+def _make_model(args: argparse.Namespace) -> ModelConfig:
+    if args.model == "lsa" and args.width is not None:
+        raise ConfigError("width", args.width, "no --width for --model lsa")
+    if args.model == "lsa" and args.glu_reads is not None:
+        raise ConfigError("glu_reads", args.glu_reads, "no --glu-reads for --model lsa")
+    return ModelConfig(kind=args.model, depth=args.depth, feature_slots=args.slots, glu_width=args.width,
+                       attention=args.attention,
+                       glu_reads=args.glu_reads, activation=args.activation,
+                       glu_init=args.glu_init)
+
+
+def _check_output(path: str | None) -> Path | None:
+    if path is None:
+        return None
+    out = Path(path)
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        raise ConfigError("json", path, "a file in an existing folder")
+    return out
+
+
+def _write_json(path: Path | None, data: dict) -> None:
+    if path is None:
+        return
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, path)  # all or nothing: no half-written output
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    task = _make_task(args)
+    model = _make_model(args)
+    train_config = default_train_config(task, model, steps=args.steps, batch_size=args.batch,
+                                        learning_rate=args.lr, seed=args.seed)
+    device = resolve_device(args.device)
+    out = _check_output(args.json)
+    result = run_experiment(task, model, train_config, device, progress=args.progress)
+    data = result.to_json()
+    print(f"task:        {task.describe()}")
+    print(f"model:       {model.kind}, depth {model.depth}"
+          + (f", slots m={result.model_config.resolved(task).feature_slots}"
+             if model.kind != "lsa" else ""))
+    print(f"trained:     {result.training.steps} steps in {result.training.seconds:.1f} s on "
+          f"{result.device}")
+    print(f"test loss:   {data['test_loss']:.5g} ({data['test_loss_method']}; Monte Carlo "
+          f"{result.test})")
+    print(f"null loss:   {data['null_loss']:.5g}  (zero predictor, E[y^2]); normalised test "
+          f"loss {data['normalised_test_loss']:.4f}")
+    test = result.test
+    if data["test_loss_method"] != "exact" and test.relative_error > 0.02:
+        # the estimate stopped at its prompt budget before reaching 1%: a heavy tail
+        print(f"note:        the Monte Carlo error is still {100 * test.relative_error:.2g}% after "
+              f"{test.num_prompts:,} prompts: a few rare prompts carry much of this loss"
+              + ("; a deep stack's fixed steps overshoot on contexts with unusually large "
+                 "empirical moments (chapter 5)"
+                 + (f", which a longer context (e.g. --n {DEEP_CONTEXT_LENGTH}) makes rarer"
+                    if task.context_length < DEEP_CONTEXT_LENGTH else "")
+                 if model.kind == "glu-lsa" and model.depth > 1 else ""))
+    if data["theory_loss"] is not None:
+        print(f"theory:      {data['theory_loss']:.5g}  ({data['theory_name']}); ratio "
+              f"{data['ratio_to_theory']:.4f}")
+    if data["bound_loss"] is not None:
+        print(f"linear:      {data['bound_loss']:.5g}  (best linear predictor, "
+              f"{ref('cor-linear-bound')}: a lower bound for attention-only models of any depth)")
+    _write_json(out, data)
+    if out is not None:
+        print(f"wrote {out}")
+    return 0
+
+
+def cmd_theory(args: argparse.Namespace) -> int:
+    task = _make_task(args)
+    model = _make_model(args)
+    out = _check_output(args.json)
+    values = theory_values(task, model)
+    data = {
+        "theory_loss": values.theory_loss,
+        "theory_name": values.theory_name,
+        "bound_loss": values.bound_loss,
+        "null_loss": values.null_loss,
+        "config": {"task": asdict(task), "model": asdict(model.resolved(task))},
+    }
+    print(f"task:   {task.describe()}; model {model.kind}, depth {model.depth}")
+    print(f"null loss (E[y^2]):  {values.null_loss:.6g}")
+    if values.theory_loss is not None:
+        print(f"theory loss:         {values.theory_loss:.6g}  ({values.theory_name}); "
+              f"normalised {values.theory_loss / values.null_loss:.4f}")
+    else:
+        print("theory loss:         none (no closed form for this model class)")
+    if values.bound_loss is not None:
+        print(f"best linear predictor: {values.bound_loss:.6g}  (a bound for LSA of any depth, "
+              f"{ref('cor-linear-bound')}; normalised {values.bound_loss / values.null_loss:.4f})")
+    _write_json(out, data)
+    return 0
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+
+    if args.list:
+        for experiment in reproduce.EXPERIMENTS.values():
+            print(f"{experiment.name:<26} chapter {experiment.chapter}: {experiment.description}")
+        return 0
+    if not args.all and not args.only:
+        raise ConfigError("experiments", None, "--all or --only NAME [NAME ...] (see --list)")
+    rows = reproduce.run_experiments(None if args.all else args.only, args.device, args.seed,
+                                     args.json_dir, args.progress)
+    print(reproduce.format_table(rows))
+    if args.json_dir:
+        print(f"wrote {len(rows)} JSON files to {args.json_dir}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m nlicl_lib",
+                                     description="Train and check in-context regressors.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    train = commands.add_parser("train", help="train a model and compare it with theory")
+    _task_args(train)
+    _model_args(train)
+    group = train.add_argument_group("training")
+    group.add_argument("--steps", type=int, default=None, help="training steps")
+    group.add_argument("--batch", type=int, default=None, help="prompts per step")
+    group.add_argument("--lr", type=float, default=None, help="peak Adam learning rate")
+    group.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
+    group.add_argument("--device", default="auto", help="auto, cpu, cuda or mps (default: auto)")
+    group.add_argument("--json", default=None, help="write the results to this JSON file")
+    group.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                       help="show a progress bar (default: when interactive)")
+    train.set_defaults(func=cmd_train)
+    theory = commands.add_parser("theory", help="print the theory values without training")
+    _task_args(theory)
+    _model_args(theory)
+    theory.add_argument("--json", default=None, help="write the values to this JSON file")
+    theory.set_defaults(func=cmd_theory)
+    reproduce = commands.add_parser("reproduce", help="run every experiment of the book")
+    reproduce.add_argument("--all", action="store_true", help="run every experiment")
+    reproduce.add_argument("--only", nargs="+", default=None, help="run these experiments")
+    reproduce.add_argument("--list", action="store_true", help="list the experiments and stop")
+    reproduce.add_argument("--json-dir", default=None, help="write one JSON per experiment here")
+    reproduce.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
+    reproduce.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
+    reproduce.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                           help="show a progress bar (default: when interactive)")
+    reproduce.set_defaults(func=cmd_reproduce)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except TrainingDivergedError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
