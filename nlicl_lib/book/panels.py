@@ -15,7 +15,7 @@ from nlicl_lib.book.widgets import Param, TrainingPanel
 from nlicl_lib.core.errors import ConfigError
 from nlicl_lib.core.models import ModelConfig
 from nlicl_lib.core.tasks import TaskConfig
-from nlicl_lib.training.train import TrainConfig
+from nlicl_lib.training.settings import base_settings, default_train_config
 
 INPUT_DIM = 3
 """$d$ of every panel: $p_2 = 6$ quadratic monomials, so one full GLU-LSA block has $m = h = 6$."""
@@ -23,14 +23,23 @@ INPUT_DIM = 3
 TARGETS = ("all degrees ≤ k", "only degree k")
 
 
-def _steps(default: int, maximum: int = 3000) -> Param:
-    return Param("steps", "training steps", default, 100, maximum, step=100,
-                 help="Adam steps on fresh prompts; more steps get closer to the theory")
+def _training(kind: str, purpose: str, max_steps: int = 3000) -> list[Param]:
+    """The steps and learning-rate sliders, starting at the settings of ``purpose``
+    (:func:`nlicl_lib.training.settings.base_settings`), so that a panel left at its defaults
+    trains exactly as :func:`~nlicl_lib.training.settings.default_train_config` says."""
+    settings = base_settings(kind, purpose)
+    return [
+        Param("steps", "training steps", settings["steps"], 100, max_steps, step=100,
+              help="Adam steps on fresh prompts; more steps get closer to the theory"),
+        Param("learning_rate", "learning rate", settings["learning_rate"], 1e-4, 1.0, log=True,
+              step=0.1, help="Adam's peak learning rate (divided by the depth for deep stacks)"),
+    ]
 
 
-def _rate(default: float) -> Param:
-    return Param("learning_rate", "learning rate", default, 1e-4, 1.0, log=True, step=0.1,
-                 help="Adam's peak learning rate (divided by the depth for deep stacks)")
+def _train(task: TaskConfig, model: ModelConfig, purpose: str, s: dict, **overrides: object):
+    """The panel's training settings: ``purpose``'s, with the sliders' steps and rate."""
+    return default_train_config(task, model, purpose=purpose, steps=s["steps"],
+                                learning_rate=s["learning_rate"] / model.depth, **overrides)
 
 
 def lsa_gd_panel(device: str = "auto") -> TrainingPanel:
@@ -40,15 +49,14 @@ def lsa_gd_panel(device: str = "auto") -> TrainingPanel:
         Param("context_length", "context length n", 20, 5, 80, step=5),
         Param("input_dim", "input dimension d", 5, 1, 10),
         Param("noise_std", "label noise σ", 0.0, 0.0, 2.0, step=0.25),
-        _steps(600),
-        _rate(0.02),
+        *_training("lsa", "default"),
     ]
 
     def configure(s):
         task = TaskConfig(kind="linear", input_dim=s["input_dim"], context_length=s["context_length"],
                           noise_std=s["noise_std"])
-        train = TrainConfig(steps=s["steps"], batch_size=2000, learning_rate=s["learning_rate"])
-        return task, ModelConfig(kind="lsa"), train
+        model = ModelConfig(kind="lsa")
+        return task, model, _train(task, model, "default", s)
 
     return TrainingPanel(params, configure, title="One LSA layer on linear tasks",
                          device=device)
@@ -63,16 +71,14 @@ def attention_alone_panel(device: str = "auto") -> TrainingPanel:
         Param("target", "target", TARGETS[0], options=TARGETS,
               help="every monomial of degree 1..k, or only those of degree k"),
         Param("context_length", "context length n", 20, 10, 80, step=10),
-        _steps(600, 2000),
-        _rate(0.02),
+        *_training("lsa", "panel-ch2", 2000),
     ]
 
     def configure(s):
         task = TaskConfig(kind="poly", input_dim=INPUT_DIM, context_length=s["context_length"],
                           degree=s["degree"], homogeneous=s["target"] == TARGETS[1])
-        train = TrainConfig(steps=s["steps"], batch_size=1000,
-                            learning_rate=s["learning_rate"] / s["depth"])
-        return task, ModelConfig(kind="lsa", depth=s["depth"]), train
+        model = ModelConfig(kind="lsa", depth=s["depth"])
+        return task, model, _train(task, model, "panel-ch2", s)
 
     return TrainingPanel(params, configure, x_param="depth", device=device,
                          title="Attention alone (LSA stacks)")
@@ -89,17 +95,14 @@ def glu_kernel_panel(device: str = "auto") -> TrainingPanel:
         Param("activation", "GLU activation", "none", options=("none", "silu", "gelu"),
               help="'none' is the bilinear GLU of the theory; silu and gelu gate one branch"),
         Param("seed", "seed", 0, 0, 9, help="initialisation and training prompts"),
-        _steps(1000),
-        _rate(0.01),
+        *_training("glu-lsa", "one-block"),
     ]
 
     def configure(s):
         task = TaskConfig(kind="poly", input_dim=INPUT_DIM, context_length=s["context_length"],
                           degree=2)
         model = ModelConfig(kind="glu-lsa", activation=s["activation"], glu_init=s["glu_init"])
-        train = TrainConfig(steps=s["steps"], batch_size=500, learning_rate=s["learning_rate"],
-                            seed=s["seed"])
-        return task, model, train
+        return task, model, _train(task, model, "one-block", s, seed=s["seed"])
 
     return TrainingPanel(params, configure, x_param="context_length", device=device,
                          title="One GLU-LSA block on quadratic tasks")
@@ -112,16 +115,14 @@ def block_size_panel(device: str = "auto") -> TrainingPanel:
     params = [
         Param("feature_slots", "feature slots m", 3, 1, 8),
         Param("glu_width", "GLU width h", 3, 1, 8),
-        _steps(800),
-        _rate(0.02),
+        *_training("glu-lsa", "panel-ch4"),
     ]
 
     def configure(s):
         task = TaskConfig(kind="poly", input_dim=INPUT_DIM, context_length=20, degree=2)
         model = ModelConfig(kind="glu-lsa", feature_slots=s["feature_slots"],
                             glu_width=s["glu_width"])
-        train = TrainConfig(steps=s["steps"], batch_size=1000, learning_rate=s["learning_rate"])
-        return task, model, train
+        return task, model, _train(task, model, "panel-ch4", s)
 
     return TrainingPanel(params, configure, x_param="feature_slots", device=device,
                          title="How big one block must be")
@@ -139,8 +140,7 @@ def depth_panel(device: str = "auto") -> TrainingPanel:
         Param("depth", "depth L", 2, 1, 8),
         Param("feature_slots", "feature slots m", 3, 1, 6),
         Param("degree", "degree k", 2, 2, 3),
-        _steps(600, 2000),
-        _rate(0.02),
+        *_training("glu-lsa", "panel-ch5", 2000),
     ]
 
     def configure(s):
@@ -156,9 +156,7 @@ def depth_panel(device: str = "auto") -> TrainingPanel:
                           degree=s["degree"])
         model = ModelConfig(kind="glu-lsa", depth=s["depth"], feature_slots=s["feature_slots"],
                             glu_reads="x" if s["degree"] == 2 or s["depth"] == 1 else "x+slots")
-        train = TrainConfig(steps=s["steps"], batch_size=500,
-                            learning_rate=s["learning_rate"] / s["depth"])
-        return task, model, train
+        return task, model, _train(task, model, "panel-ch5", s)
 
     return TrainingPanel(params, configure, x_param="depth", device=device, theory_curve=False,
                          title="Depth: stacks of narrow blocks")

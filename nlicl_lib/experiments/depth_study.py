@@ -28,16 +28,16 @@ import numpy as np
 import torch
 
 from nlicl_lib.core.errors import ConfigError, check_choice
+from nlicl_lib.core.models import ModelConfig
 from nlicl_lib.core.monomials import monomial_count
 from nlicl_lib.core.tasks import TaskConfig
 from nlicl_lib.experiments.depth_sweep import depth_sweep, shape_key
 from nlicl_lib.theory.capacity import best_feature_subspace
 from nlicl_lib.theory.closed_forms import null_loss
 from nlicl_lib.theory.depth import greedy_reference, schedule_features
-from nlicl_lib.training.train import TrainConfig
+from nlicl_lib.training.settings import default_train_config
 
 DATA_FILE = Path(__file__).parent / "data" / "depth_study.json"
-STUDY_TRAINING = TrainConfig(steps=1000, batch_size=1000, learning_rate=0.02, seed=0)
 FIT_CONTEXTS = 100_000
 TEST_CONTEXTS = 40_000
 PARTS = ("references", "trained")
@@ -64,6 +64,10 @@ STUDIES = {
     "d5": Study(TaskConfig(kind="poly", input_dim=5, context_length=100, degree=2), (5,),
                 (1, 2, 3, 4, 6, 8), 8),
 }
+STUDY_TRAINING = default_train_config(STUDIES["d3"].task, ModelConfig(kind="glu-lsa", feature_slots=3),
+                                      purpose="narrow-stacks", seed=0)
+"""Every stack of the studies trains with these, its peak rate divided by its depth: 1000 Adam
+steps of 1000 prompts, eta = 0.02."""
 
 
 def run_study(name: str, parts: tuple[str, ...] = PARTS, device: str = "cpu",

@@ -50,9 +50,10 @@ def register(name: str, chapter: int, description: str):
 
 
 def _trained_vs_theory(task: TaskConfig, model: ModelConfig, device, seed: int, progress,
-                       reference: str = "theory", **train_overrides) -> dict:
-    """Train with the library defaults and compare with ``theory_loss`` (or ``bound_loss``)."""
-    train_config = default_train_config(task, model, seed=seed, **train_overrides)
+                       reference: str = "theory", purpose: str = "default") -> dict:
+    """Train with the library's settings for ``purpose`` and compare with ``theory_loss`` (or
+    ``bound_loss``)."""
+    train_config = default_train_config(task, model, purpose=purpose, seed=seed)
     result = run_experiment(task, model, train_config, device, progress=progress)
     data = result.to_json()
     data["trained_loss"] = data["test_loss"]
@@ -67,20 +68,21 @@ def _trained_vs_theory(task: TaskConfig, model: ModelConfig, device, seed: int, 
 
 @register("ch1-lsa-linear", 1, "1-layer LSA, linear regression d=5, n=20")
 def _ch1(device, seed, progress):
-    return _trained_vs_theory(TaskConfig(kind="linear", input_dim=5, context_length=20), ModelConfig(kind="lsa"),
-                              device, seed,
-                              progress)
+    return _trained_vs_theory(TaskConfig(kind="linear", input_dim=5, context_length=20),
+                              ModelConfig(kind="lsa"), device, seed, progress)
 
 
 @register("ch2-lsa1-quadratic", 2, "1-layer LSA, pure quadratic d=3, n=20")
 def _ch2_depth1(device, seed, progress):
-    return _trained_vs_theory(TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2, homogeneous=True),
+    return _trained_vs_theory(TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2,
+                                         homogeneous=True),
                               ModelConfig(kind="lsa"), device, seed, progress, reference="bound")
 
 
 @register("ch2-lsa3-quadratic", 2, "3-layer LSA, pure quadratic d=3, n=20")
 def _ch2_depth3(device, seed, progress):
-    return _trained_vs_theory(TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2, homogeneous=True),
+    return _trained_vs_theory(TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2,
+                                         homogeneous=True),
                               ModelConfig(kind="lsa", depth=3), device, seed, progress,
                               reference="bound")
 
@@ -104,7 +106,7 @@ def _ch5_depth3(device, seed, progress):
     # reference: the block-coordinate recursion of Theorem 13 (thm-depth-bcd) over the same slots
     return _trained_vs_theory(TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2),
                               ModelConfig(kind="glu-lsa", depth=3, feature_slots=3, glu_reads="x"),
-                              device, seed, progress, learning_rate=0.02 / 3)
+                              device, seed, progress, purpose="narrow-stacks")
 
 
 @register("ch5-cubic-depth2", 5, "2 GLU-LSA blocks with m=h=10 slots, cubic d=3, n=20")
@@ -112,7 +114,7 @@ def _ch5_cubic(device, seed, progress):
     # the second GLU multiplies x by stored quadratic slots; reference: the recursion
     return _trained_vs_theory(TaskConfig(kind="poly", input_dim=3, context_length=20, degree=3),
                               ModelConfig(kind="glu-lsa", depth=2, feature_slots=10), device, seed,
-                              progress, steps=800, batch_size=500, learning_rate=0.01)
+                              progress, purpose="cubic-stacks")
 
 
 @dataclass(frozen=True)
