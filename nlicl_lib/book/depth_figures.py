@@ -12,6 +12,8 @@ result drawn next to the reference it is compared with.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 import numpy as np
 import plotly.graph_objects as go
 
@@ -29,7 +31,7 @@ from nlicl_lib.experiments.depth_study import stack_weights
 from nlicl_lib.experiments.depth_sweep import shape_key
 
 
-def _normalised(study: dict, values) -> list[float]:
+def _normalised(study: dict, values: Iterable[float]) -> list[float]:
     return [float(v) / study["null_loss"] for v in values]
 
 
@@ -53,7 +55,7 @@ def _reference_name(study: dict, m: int) -> str:
     return f"block-coordinate reference, m = {m}"
 
 
-def _trace_pairs(study: dict, x_of) -> list[go.Scatter]:
+def _trace_pairs(study: dict, x_of: Callable[[int, int], float]) -> list[go.Scatter]:
     traces = []
     for index, m in enumerate(study["slots"]):
         color = PALETTE[index]

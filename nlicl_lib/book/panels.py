@@ -11,11 +11,12 @@ for accuracy.
 
 from __future__ import annotations
 
-from nlicl_lib.book.widgets import Param, TrainingPanel
+from nlicl_lib.book.widgets import Param, Settings, TrainingPanel
 from nlicl_lib.core.errors import ConfigError
 from nlicl_lib.core.models import ModelConfig
 from nlicl_lib.core.tasks import TaskConfig
 from nlicl_lib.training.settings import base_settings, default_train_config
+from nlicl_lib.training.train import TrainConfig
 
 INPUT_DIM = 3
 """$d$ of every panel: $p_2 = 6$ quadratic monomials, so one full GLU-LSA block has $m = h = 6$."""
@@ -36,7 +37,8 @@ def _training(kind: str, purpose: str, max_steps: int = 3000) -> list[Param]:
     ]
 
 
-def _train(task: TaskConfig, model: ModelConfig, purpose: str, s: dict, **overrides: object):
+def _train(task: TaskConfig, model: ModelConfig, purpose: str, s: Settings, **overrides: object
+           ) -> TrainConfig:
     """The panel's training settings: ``purpose``'s, with the sliders' steps and rate."""
     return default_train_config(task, model, purpose=purpose, steps=s["steps"],
                                 learning_rate=s["learning_rate"] / model.depth, **overrides)
@@ -52,7 +54,7 @@ def lsa_gd_panel(device: str = "auto") -> TrainingPanel:
         *_training("lsa", "default"),
     ]
 
-    def configure(s):
+    def configure(s: Settings) -> tuple[TaskConfig, ModelConfig, TrainConfig]:
         task = TaskConfig(kind="linear", input_dim=s["input_dim"], context_length=s["context_length"],
                           noise_std=s["noise_std"])
         model = ModelConfig(kind="lsa")
@@ -74,7 +76,7 @@ def attention_alone_panel(device: str = "auto") -> TrainingPanel:
         *_training("lsa", "panel-ch2", 2000),
     ]
 
-    def configure(s):
+    def configure(s: Settings) -> tuple[TaskConfig, ModelConfig, TrainConfig]:
         task = TaskConfig(kind="poly", input_dim=INPUT_DIM, context_length=s["context_length"],
                           degree=s["degree"], homogeneous=s["target"] == TARGETS[1])
         model = ModelConfig(kind="lsa", depth=s["depth"])
@@ -98,7 +100,7 @@ def glu_kernel_panel(device: str = "auto") -> TrainingPanel:
         *_training("glu-lsa", "one-block"),
     ]
 
-    def configure(s):
+    def configure(s: Settings) -> tuple[TaskConfig, ModelConfig, TrainConfig]:
         task = TaskConfig(kind="poly", input_dim=INPUT_DIM, context_length=s["context_length"],
                           degree=2)
         model = ModelConfig(kind="glu-lsa", activation=s["activation"], glu_init=s["glu_init"])
@@ -118,7 +120,7 @@ def block_size_panel(device: str = "auto") -> TrainingPanel:
         *_training("glu-lsa", "panel-ch4"),
     ]
 
-    def configure(s):
+    def configure(s: Settings) -> tuple[TaskConfig, ModelConfig, TrainConfig]:
         task = TaskConfig(kind="poly", input_dim=INPUT_DIM, context_length=20, degree=2)
         model = ModelConfig(kind="glu-lsa", feature_slots=s["feature_slots"],
                             glu_width=s["glu_width"])
@@ -143,7 +145,7 @@ def depth_panel(device: str = "auto") -> TrainingPanel:
         *_training("glu-lsa", "panel-ch5", 2000),
     ]
 
-    def configure(s):
+    def configure(s: Settings) -> tuple[TaskConfig, ModelConfig, TrainConfig]:
         if s["degree"] == 3 and s["depth"] > 3:
             raise ConfigError("depth", s["depth"],
                               "at most 3 for cubic tasks (GLUs that read their slots multiply "

@@ -10,6 +10,9 @@ import torch
 
 from nlicl_lib.core.errors import ConfigError
 
+DeviceLike = torch.device | str
+"""A device as callers may give it: ``torch.device("cuda")``, ``"cuda"``, ``"cpu"`` or ``"auto"``."""
+
 DEVICE_CHOICES = ("auto", "cpu", "cuda", "mps")
 
 

@@ -18,7 +18,7 @@ from html import escape
 from pathlib import Path
 
 from nlicl_lib.core.book_refs import ref
-from nlicl_lib.core.device import describe_device, resolve_device
+from nlicl_lib.core.device import DeviceLike, describe_device, resolve_device
 from nlicl_lib.core.errors import ConfigError
 from nlicl_lib.core.models import ModelConfig
 from nlicl_lib.core.progress import Progress
@@ -41,7 +41,8 @@ class Experiment:
 EXPERIMENTS: dict[str, Experiment] = {}
 
 
-def register(name: str, chapter: int, description: str):
+def register(name: str, chapter: int, description: str
+             ) -> Callable[[Callable[..., dict]], Callable[..., dict]]:
     """Decorator adding an experiment to :data:`EXPERIMENTS`."""
     def decorate(function: Callable[..., dict]) -> Callable[..., dict]:
         EXPERIMENTS[name] = Experiment(name, chapter, description, function)
@@ -49,7 +50,8 @@ def register(name: str, chapter: int, description: str):
     return decorate
 
 
-def _trained_vs_theory(task: TaskConfig, model: ModelConfig, device, seed: int, progress,
+def _trained_vs_theory(task: TaskConfig, model: ModelConfig, device: DeviceLike, seed: int,
+                       progress: bool | None,
                        reference: str = "theory", purpose: str = "default") -> dict:
     """Train with the library's settings for ``purpose`` and compare with ``theory_loss`` (or
     ``bound_loss``)."""
@@ -67,20 +69,20 @@ def _trained_vs_theory(task: TaskConfig, model: ModelConfig, device, seed: int, 
 
 
 @register("ch1-lsa-linear", 1, "1-layer LSA, linear regression d=5, n=20")
-def _ch1(device, seed, progress):
+def _ch1(device: DeviceLike, seed: int, progress: bool | None) -> dict:
     return _trained_vs_theory(TaskConfig(kind="linear", input_dim=5, context_length=20),
                               ModelConfig(kind="lsa"), device, seed, progress)
 
 
 @register("ch2-lsa1-quadratic", 2, "1-layer LSA, pure quadratic d=3, n=20")
-def _ch2_depth1(device, seed, progress):
+def _ch2_depth1(device: DeviceLike, seed: int, progress: bool | None) -> dict:
     return _trained_vs_theory(TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2,
                                          homogeneous=True),
                               ModelConfig(kind="lsa"), device, seed, progress, reference="bound")
 
 
 @register("ch2-lsa3-quadratic", 2, "3-layer LSA, pure quadratic d=3, n=20")
-def _ch2_depth3(device, seed, progress):
+def _ch2_depth3(device: DeviceLike, seed: int, progress: bool | None) -> dict:
     return _trained_vs_theory(TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2,
                                          homogeneous=True),
                               ModelConfig(kind="lsa", depth=3), device, seed, progress,
@@ -88,21 +90,21 @@ def _ch2_depth3(device, seed, progress):
 
 
 @register("ch3-glu-lsa-quadratic", 3, "1 GLU-LSA block (m=h=p2=6), quadratic d=3, n=20")
-def _ch3(device, seed, progress):
+def _ch3(device: DeviceLike, seed: int, progress: bool | None) -> dict:
     return _trained_vs_theory(TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2),
                               ModelConfig(kind="glu-lsa"),
                               device, seed, progress)
 
 
 @register("ch4-glu-lsa-m3", 4, "1 GLU-LSA block with m=h=3 < p2 slots, quadratic d=3, n=20")
-def _ch4(device, seed, progress):
+def _ch4(device: DeviceLike, seed: int, progress: bool | None) -> dict:
     # reference: the best 3-dimensional feature span for one block (exact; a lower bound)
     return _trained_vs_theory(TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2),
                               ModelConfig(kind="glu-lsa", feature_slots=3), device, seed, progress)
 
 
 @register("ch5-depth3-m3", 5, "3 GLU-LSA blocks with m=h=3 slots (GLUs read x), quadratic d=3")
-def _ch5_depth3(device, seed, progress):
+def _ch5_depth3(device: DeviceLike, seed: int, progress: bool | None) -> dict:
     # reference: the block-coordinate recursion of Theorem 13 (thm-depth-bcd) over the same slots
     return _trained_vs_theory(TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2),
                               ModelConfig(kind="glu-lsa", depth=3, feature_slots=3, glu_reads="x"),
@@ -110,7 +112,7 @@ def _ch5_depth3(device, seed, progress):
 
 
 @register("ch5-cubic-depth2", 5, "2 GLU-LSA blocks with m=h=10 slots, cubic d=3, n=20")
-def _ch5_cubic(device, seed, progress):
+def _ch5_cubic(device: DeviceLike, seed: int, progress: bool | None) -> dict:
     # the second GLU multiplies x by stored quadratic slots; reference: the recursion
     return _trained_vs_theory(TaskConfig(kind="poly", input_dim=3, context_length=20, degree=3),
                               ModelConfig(kind="glu-lsa", depth=2, feature_slots=10), device, seed,
@@ -135,7 +137,7 @@ class Row:
         return self.trained / self.reference
 
 
-def run_experiments(names: list[str] | None = None, device="auto", seed: int = 0,
+def run_experiments(names: list[str] | None = None, device: DeviceLike = "auto", seed: int = 0,
                     json_dir: str | os.PathLike | None = None, progress: bool | None = None,
                     on_row: Callable[[Row], None] | None = None) -> list[Row]:
     """Run the named experiments (all when ``names`` is None), in chapter order."""

@@ -7,6 +7,7 @@ agree by construction.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -92,7 +93,7 @@ def run_experiment(
     device: torch.device | str | None = "auto",
     progress: bool | None = None,
     relative_error: float = 0.01,
-    callback=None,
+    callback: Callable[[int, float], bool | None] | None = None,
     eval_batch_size: int = 20000,
 ) -> ExperimentResult:
     """Validate everything, then train, evaluate and compare with theory. ``eval_batch_size``

@@ -37,10 +37,12 @@ equal the one-step optimum on $(x; \phi_2)$ once $m \ge p_2$ and $h \ge p_2$.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
+from numpy.typing import ArrayLike
 
 from nlicl_lib.core.errors import ConfigError, check_int
 from nlicl_lib.core.monomials import (
@@ -172,7 +174,7 @@ class ExactBlockLoss:
         return self.target_energy - torch.trace(torch.linalg.solve(b, cross) @ gain)
 
 
-def _minimise(loss_fn, params: list[torch.Tensor], iterations: int) -> float:
+def _minimise(loss_fn: Callable[[], torch.Tensor], params: list[torch.Tensor], iterations: int) -> float:
     optimiser = torch.optim.LBFGS(params, lr=1.0, max_iter=iterations, tolerance_grad=1e-12,
                                   tolerance_change=1e-15, history_size=50,
                                   line_search_fn="strong_wolfe")
@@ -195,7 +197,8 @@ def _orthonormal_rows(u: torch.Tensor) -> torch.Tensor:
 
 
 def best_feature_subspace(task: TaskConfig, slots: int, restarts: int = 4, seed: int = 0,
-                          iterations: int = 100, starts=None) -> BlockOptimum:
+                          iterations: int = 100, starts: Sequence[ArrayLike] | None = None
+                          ) -> BlockOptimum:
     r"""The best $m$-dimensional span $U\phi_2$ of quadratic forms: $\min_U \mathcal L^*((x; U\phi_2))$
     over $U \in \mathbb R^{m \times p_2}$, exact loss, L-BFGS in float64 from ``restarts`` random
     starts plus ``starts`` (initial $U$'s, each ``(m, p_2)``; default: the best coordinate subset,
@@ -226,7 +229,8 @@ def best_feature_subspace(task: TaskConfig, slots: int, restarts: int = 4, seed:
 
 
 def best_glu_features(task: TaskConfig, slots: int, width: int, restarts: int = 4,
-                      seed: int = 0, iterations: int = 100, starts=None) -> BlockOptimum:
+                      seed: int = 0, iterations: int = 100,
+                      starts: Sequence[tuple[ArrayLike, ...]] | None = None) -> BlockOptimum:
     r"""The best span a bilinear GLU of width $h$ can write into $m$ slots:
     $\min_{a, b, V} \mathcal L^*((x; V u(x)))$, $u_j = (a_j^\top x)(b_j^\top x)$, $V \in
     \mathbb R^{m \times h}$ ($V = I$ when $h \le m$: the slots then hold every unit), by L-BFGS
@@ -255,7 +259,7 @@ def best_glu_features(task: TaskConfig, slots: int, width: int, restarts: int = 
         a, b, v = (t.clone().requires_grad_(True) for t in (a0, b0, v0))
         params = [a, b, v] if mix else [a, b]
 
-        def features(a=a, b=b, v=v):
+        def features(a: torch.Tensor = a, b: torch.Tensor = b, v: torch.Tensor = v) -> torch.Tensor:
             units = quadratic_form_matrix(a, b, d)
             return _orthonormal_rows(v @ units if mix else units)
 

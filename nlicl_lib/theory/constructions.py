@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
+from numpy.typing import ArrayLike
 
 from nlicl_lib.core.errors import ConfigError, check_int
 from nlicl_lib.core.models import GLU, LSA, Block, InContextRegressor
@@ -87,7 +88,7 @@ def monomial_glu(input_dim: int, glu: GLU | None = None, reads: str = "x") -> GL
     return glu
 
 
-def kernel_glu_lsa(input_dim: int, gamma, dtype: torch.dtype = torch.float64
+def kernel_glu_lsa(input_dim: int, gamma: ArrayLike, dtype: torch.dtype = torch.float64
                    ) -> InContextRegressor:
     r"""One GLU-LSA block equal to one preconditioned GD step on $\psi = (x; \phi_2(x))$
     (Proposition 8 (prop-glu-kernel); kernel GD when ``gamma`` is symmetric positive semidefinite).

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from numpy.typing import ArrayLike
 
 from nlicl_lib.core.device import resolve_device
 from nlicl_lib.core.errors import ConfigError, check_choice, check_float, check_int
@@ -222,7 +223,7 @@ def _glu_for_step(input_dim: int, previous: PolyMap, target: PolyMap, reads: str
                        out[:, used])
 
 
-def _full_gamma(gamma, input_dim: int, slots: int) -> np.ndarray:
+def _full_gamma(gamma: ArrayLike, input_dim: int, slots: int) -> np.ndarray:
     gamma = np.asarray(gamma, dtype=np.float64)
     size = input_dim + slots
     if gamma.shape == (slots, slots):  # Gamma on the slots only: Q = -blkdiag(0, Gamma, 0)
@@ -369,7 +370,7 @@ def context_conditional_loss(model: InContextRegressor, task: TaskConfig
         n = prompts.context_length
         x = prompts.x[:, :n].double()
 
-        def tensor(a):
+        def tensor(a: ArrayLike) -> torch.Tensor:
             return torch.as_tensor(a, dtype=torch.float64, device=x.device)
 
         basis = evaluate_monomials(x, everything.exponents)  # (B, n, K)
@@ -522,7 +523,7 @@ class _RecursionAlgebra:
         self.coefficients = [self.tensor(c) for c in self.parts[:-1]]
         self.moment = self.tensor(self.exact_moment)
 
-    def tensor(self, a) -> torch.Tensor:
+    def tensor(self, a: ArrayLike) -> torch.Tensor:
         return torch.as_tensor(a, dtype=torch.float64, device=self.device)
 
     def empirical(self, count: int, seed: int, stream: int, batch_size: int) -> torch.Tensor:

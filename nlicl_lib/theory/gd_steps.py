@@ -47,6 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from numpy.typing import ArrayLike
 
 from nlicl_lib.core.errors import ConfigError, check_int
 from nlicl_lib.core.models import LSA
@@ -144,7 +145,7 @@ def _per_prompt_loss(sample: SpectralSample, coefficients: np.ndarray) -> np.nda
     return signal + sigma**2 / n * noise
 
 
-def coefficients_from_steps(step_sizes) -> np.ndarray:
+def coefficients_from_steps(step_sizes: ArrayLike) -> np.ndarray:
     r"""$c_1..c_L$ of $p(\lambda) = \prod_\ell (1 - \gamma_\ell\lambda) = 1 + \sum_k c_k\lambda^k$."""
     poly = np.array([1.0])
     for gamma in step_sizes:
@@ -152,7 +153,7 @@ def coefficients_from_steps(step_sizes) -> np.ndarray:
     return poly[1:]
 
 
-def gd_steps_loss(step_sizes, sample: SpectralSample) -> tuple[float, float]:
+def gd_steps_loss(step_sizes: ArrayLike, sample: SpectralSample) -> tuple[float, float]:
     r"""Excess loss $\mathcal L(\gamma_1..\gamma_L)$ of $L$ GD steps on the sample, and its
     Monte Carlo standard error."""
     values = _per_prompt_loss(sample, coefficients_from_steps(step_sizes))

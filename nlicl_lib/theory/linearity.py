@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from numpy.typing import ArrayLike
 
 from nlicl_lib.core.errors import ConfigError
 from nlicl_lib.core.models import InContextRegressor
@@ -180,8 +181,8 @@ class LineProbe:
         return float(np.max(np.abs(p - chord)))
 
 
-def line_probe(model: InContextRegressor, task: TaskConfig, prompts: Prompts, origin, direction,
-               offsets, index: int = 0) -> LineProbe:
+def line_probe(model: InContextRegressor, task: TaskConfig, prompts: Prompts,
+               origin: ArrayLike, direction: ArrayLike, offsets: ArrayLike, index: int = 0) -> LineProbe:
     """Probe prompt ``index`` of ``prompts`` along ``origin + t * direction`` for ``t`` in
     ``offsets``: what the model predicts, what the target is, what the best linear predictor
     of that target says."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import torch
+from numpy.typing import ArrayLike
 
 from nlicl_lib.core.errors import check_float
 from nlicl_lib.core.tasks import Prompts
@@ -16,7 +17,7 @@ from nlicl_lib.core.tasks import Prompts
 FeatureMap = Callable[[torch.Tensor], torch.Tensor]
 
 
-def _as(matrix, like: torch.Tensor) -> torch.Tensor:
+def _as(matrix: ArrayLike, like: torch.Tensor) -> torch.Tensor:
     return torch.as_tensor(matrix, dtype=like.dtype, device=like.device)
 
 
@@ -26,7 +27,8 @@ def zero_predictor(prompts: Prompts) -> torch.Tensor:
 
 
 def preconditioned_gd(prompts: Prompts, gammas: Sequence, features: FeatureMap | None = None,
-                      return_residuals: bool = False):
+                      return_residuals: bool = False
+                      ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     r"""$L$ steps of preconditioned GD from $\theta_0 = 0$ on
     $\frac1{2n}\sum_i (\theta^\top \psi(x_i) - y_i)^2$:
 
@@ -54,14 +56,15 @@ def preconditioned_gd(prompts: Prompts, gammas: Sequence, features: FeatureMap |
     return (prediction, history) if return_residuals else prediction
 
 
-def kernel_gd(prompts: Prompts, gamma, features: FeatureMap) -> torch.Tensor:
+def kernel_gd(prompts: Prompts, gamma: ArrayLike, features: FeatureMap) -> torch.Tensor:
     r"""One step of kernel GD: $\hat y = \psi_{n+1}^\top \Gamma \frac1n \sum_i y_i \psi_i
     = \frac1n \sum_i y_i k_\Gamma(x_i, x_{n+1})$ with $k_\Gamma(x, x') = \psi(x)^\top\Gamma^\top\psi(x')$."""
     return preconditioned_gd(prompts, [gamma], features)
 
 
 def block_coordinate_descent(prompts: Prompts, feature_blocks: Sequence[FeatureMap],
-                             gammas: Sequence, return_residuals: bool = False):
+                             gammas: Sequence, return_residuals: bool = False
+                             ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     r"""One cyclic pass of block-coordinate descent, Theorem 13 (thm-depth-bcd):
     $r^{(0)}_i = y_i$, $g_\ell = \frac1n \sum_i r^{(\ell-1)}_i \phi_\ell(x_i)$,
     $r^{(\ell)}_i = r^{(\ell-1)}_i - \phi_\ell(x_i)^\top \Gamma_\ell g_\ell$,
