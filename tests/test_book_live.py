@@ -203,4 +203,7 @@ def test_colab_install_cell_installs_the_library_from_a_clone_in_a_fresh_venv(tm
         [str(python), "-c", "import importlib.util; print(importlib.util.find_spec('nlicl_lib').origin)"],
         capture_output=True, text=True, check=True, cwd=tmp_path).stdout.strip()
     assert installed.startswith(str(venv)), installed
-    assert (Path(installed).parent / "theory.py").exists()
+    package = Path(installed).parent  # every layer and the stored study data were installed
+    for part in ("core/tasks.py", "theory/closed_forms.py", "training/train.py", "experiments/cli.py",
+                 "book/display.py", "experiments/data/depth_study.json"):
+        assert (package / part).exists(), part

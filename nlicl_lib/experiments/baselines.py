@@ -59,6 +59,9 @@ def ridge_path(prompts: Prompts, penalties: Sequence[float], features: PolyMap |
     $\Psi^\top\Psi = U\Lambda U^\top$. Returns ``(len(penalties), B)``; equal to
     :func:`~nlicl_lib.theory.predictors.ridge` for each $\lambda > 0$ (the tests check it)."""
     n = prompts.context_length
+    if features is not None and features.input_dim != prompts.x.shape[-1]:
+        raise ConfigError("features.input_dim", features.input_dim,
+                          f"the prompts' input dimension d = {prompts.x.shape[-1]}")
     psi = prompts.x if features is None else features(prompts.x)
     context, query = psi[:, :n], psi[:, n]
     gram = context.transpose(1, 2) @ context

@@ -36,7 +36,8 @@ def theory_values(task: TaskConfig, config: ModelConfig) -> TheoryValues:
       (thm-feature-optimum) with $\\psi = x$). Deeper LSA: no closed form (``None``).
     - LSA on a polynomial task: ``bound_loss``, the best linear predictor (Corollary 7
       (cor-linear-bound)), for any depth.
-    - GLU-LSA, one bilinear block reading $x$ whose slots and width hold every degree-2 monomial:
+    - GLU-LSA, one bilinear block reading $x$ and writing its slots, sparse attention, whose slots
+      and width hold every degree-2 monomial:
       the best preconditioned GD step on $\\psi = (x; \\phi_2)$ (Theorem 9 (thm-feature-optimum)).
     - GLU-LSA, one such block with fewer slots or units ($m < p_2$ or $h < p_2$): the exact loss
       of the best feature span it can write (Proposition 12 (prop-capacity),
@@ -57,15 +58,14 @@ def theory_values(task: TaskConfig, config: ModelConfig) -> TheoryValues:
                 else f"one-step linear GD optimum ({ref('thm-feature-optimum')} with psi = x)")
     p2 = monomial_count(task.input_dim, 2)
     covers = (config.feature_slots >= p2 and config.glu_width >= p2)
-    if (config.kind == "glu-lsa" and config.depth == 1 and covers and config.activation == "none"
-            and config.glu_reads == "x" and task.covariance is None):
-        features = closed_forms.kernel_features(task.input_dim, 2)
-        optimum = closed_forms.one_step_gd_optimum(task.target_features, features,
-                                             task.context_length, task.noise_std)
-        loss, name = optimum.loss, f"best one-step GD on (x, phi_2) ({ref('thm-feature-optimum')})"
     structured = (config.kind == "glu-lsa" and config.activation == "none"
                   and config.attention == "sparse" and config.glu_writes == "slots"
                   and task.covariance is None)
+    if structured and config.depth == 1 and covers and config.glu_reads == "x":
+        features = closed_forms.kernel_features(task.input_dim, 2)
+        optimum = closed_forms.one_step_gd_optimum(task.target_features, features,
+                                                   task.context_length, task.noise_std)
+        loss, name = optimum.loss, f"best one-step GD on (x, phi_2) ({ref('thm-feature-optimum')})"
     if structured and config.depth == 1 and not covers and config.glu_reads == "x":
         optimum = best_block(task, config.feature_slots, config.glu_width)
         loss, name = optimum.loss, (f"best block with m={config.feature_slots} slots, width "
