@@ -34,13 +34,8 @@ from nlicl_lib.theory.linearity import (
 )
 from nlicl_lib.theory.predictors import kernel_gd, kernel_ridge, polynomial_kernel, ridge
 from nlicl_lib.training.evaluate import paired_test_loss
-from nlicl_lib.training.one_block import (
-    Run,
-    _StackedBlocks,
-    prompt_statistics,
-    train_one_block_runs,
-    truncate_context,
-)
+from nlicl_lib.training.one_block import Run, _StackedBlocks, prompt_statistics, train_one_block_runs
+from nlicl_lib.training.stacked import truncate_context
 from nlicl_lib.training.train import TrainConfig, train
 
 F64 = torch.float64

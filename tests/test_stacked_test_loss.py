@@ -109,9 +109,6 @@ def test_an_unknown_integration_is_refused(members):
     assert error.value.param == "integrate"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "library gap: ensemble_test_loss does not check its members (train_ensemble does, with "
-    "_check_member); a dense-attention LSA member fails with an AttributeError inside the stack"))
 def test_a_member_that_is_no_gd_form_stack_is_refused():
     lsa = build_model(ModelConfig(kind="lsa"), TASK, dtype=torch.float64)
     with pytest.raises(ConfigError):

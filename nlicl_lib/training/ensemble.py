@@ -11,7 +11,8 @@ learning rate: they are zero-padded to the largest $m$, $h$ and $L$, and masks k
 at zero. A padded slot is never
 written, a padded unit is $0$, a padded block adds nothing, so each member computes exactly what
 it computes alone; the summed loss gives each member its own gradient, and Adam and gradient
-clipping act per member. Member $e$ therefore follows the run
+clipping act per member (the one stacked trainer,
+:func:`~nlicl_lib.training.stacked.train_stacked`). Member $e$ therefore follows the run
 :func:`nlicl_lib.training.train.train` would make with the same seed (checked in the tests), while the
 Python overhead of a step is paid once for all members.
 
@@ -21,8 +22,6 @@ Shapes: ``(members E, batch B, tokens n + 1, features)``.
 from __future__ import annotations
 
 import copy
-import math
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -33,12 +32,10 @@ from nlicl_lib.core.device import describe_device, resolve_device
 from nlicl_lib.core.errors import ConfigError
 from nlicl_lib.core.models import InContextRegressor, ModelConfig, build_model
 from nlicl_lib.core.monomials import evaluate_monomials, monomial_exponents, quadratic_form_matrix
-from nlicl_lib.core.progress import Progress
-from nlicl_lib.core.seeding import STREAM_TEST
-from nlicl_lib.core.tasks import TaskConfig, sample_prompts
+from nlicl_lib.core.tasks import Prompts, TaskConfig, sample_prompts
 from nlicl_lib.theory.closed_forms import null_loss
-from nlicl_lib.training.evaluate import squared_error_sampler
-from nlicl_lib.training.one_block import clip_per_member
+from nlicl_lib.training.evaluate import paired_test_losses
+from nlicl_lib.training.stacked import MemberGroup, gather_members, train_stacked, truncate_context
 from nlicl_lib.training.train import TrainConfig, diagnose_divergence
 
 
@@ -63,13 +60,17 @@ class EnsembleResult:
 
 
 class StackedGLULSA(torch.nn.Module):
-    """The members' weights stacked along a leading axis, with their masks (see the module doc)."""
+    """The members' weights stacked along axis 1 (axis 0: the block), with their masks (see the
+    module doc)."""
+
+    member_dim = 1
 
     def __init__(self, models: Sequence[InContextRegressor], input_dim: int):
         super().__init__()
         d = input_dim
         members = len(models)
         self.input_dim = d
+        self.member_count = members
         self.slots = max(m.feature_slots for m in models)
         self.width = max(b.glu.width for m in models for b in m.blocks)
         self.depth = max(m.depth for m in models)
@@ -183,6 +184,24 @@ class StackedGLULSA(torch.nn.Module):
             labels = labels - (psi * step.unsqueeze(2)).sum(-1)
         raise AssertionError("unreachable")
 
+    def member_predictions(self, groups: Sequence[MemberGroup], batches: Sequence[Prompts]
+                           ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every member's predictions on its group's prompts (truncated to its context length),
+        ``(E, B)``, and the query labels (``(B,)`` when all members read one batch whole)."""
+        whole = groups[0].context_lengths == (batches[0].context_length,) * self.member_count
+        if len(groups) == 1 and groups[0].members == tuple(range(self.member_count)) and whole:
+            return self(batches[0].x, batches[0].y), batches[0].query_label
+        predictions, labels = [], []
+        for group, prompts in zip(groups, batches, strict=True):
+            by_length = {}
+            for n in sorted(set(group.context_lengths)):
+                short = truncate_context(prompts, n)
+                by_length[n] = self(short.x, short.y)  # all members; row e is kept where it belongs
+            predictions.append(torch.stack([by_length[n][e] for e, n
+                                            in zip(group.members, group.context_lengths, strict=True)]))
+            labels.append(prompts.query_label.expand(len(group.members), -1))
+        return gather_members(predictions, groups), gather_members(labels, groups)
+
     @torch.no_grad()
     def write_back(self, models: Sequence[InContextRegressor]) -> None:
         """Copy each member's (unpadded) weights into its own model."""
@@ -208,38 +227,6 @@ def _check_member(model: InContextRegressor) -> None:
                               "x+slots, writing the slots, no activation; sparse attention)")
 
 
-class _MemberAdam:
-    """Adam (torch's update, term by term) with a learning rate and a gradient-norm clip per
-    member: ``lr`` has shape ``(E,)``, every parameter has the member axis at dim 1."""
-
-    def __init__(self, params: list[torch.Tensor], betas=(0.9, 0.999), eps: float = 1e-8):
-        self.params = params
-        self.betas, self.eps = betas, eps
-        self.exp_avg = [torch.zeros_like(p) for p in params]
-        self.exp_avg_sq = [torch.zeros_like(p) for p in params]
-        self.step_count = 0
-
-    @torch.no_grad()
-    def step(self, lr: Sequence[torch.Tensor], clip: float | None) -> None:
-        """``lr``: one ``(E,)`` tensor per parameter (0 freezes that member's parameter)."""
-        grads = [torch.nan_to_num(p.grad, nan=0.0, posinf=0.0, neginf=0.0)
-                 * (rate > 0).to(p.dtype).view(1, -1, *([1] * (p.dim() - 2)))
-                 for p, rate in zip(self.params, lr, strict=True)]
-        if clip is not None:
-            clip_per_member(grads, clip, member_dim=1)
-        self.step_count += 1
-        beta1, beta2 = self.betas
-        bias1 = 1 - beta1**self.step_count
-        bias2_sqrt = math.sqrt(1 - beta2**self.step_count)
-        for p, g, m, v, rate in zip(self.params, grads, self.exp_avg, self.exp_avg_sq, lr,
-                                    strict=True):
-            m.lerp_(g, 1 - beta1)
-            v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
-            denom = (v.sqrt() / bias2_sqrt).add_(self.eps)
-            step_size = (rate / bias1).view(1, -1, *([1] * (p.dim() - 2)))
-            p.sub_(step_size * m / denom)
-
-
 def train_ensemble(
     task: TaskConfig,
     members: Sequence[ModelConfig | InContextRegressor],
@@ -262,6 +249,8 @@ def train_ensemble(
     its $\Gamma_\ell$ learn). Objective per member: the normalised loss
     $\mathbb E[(\hat y - y_{n+1})^2]/\mathbb E[y^2]$.
     """
+    if not isinstance(train_config, TrainConfig):
+        raise ConfigError("train_config", type(train_config).__name__, "a TrainConfig")
     device = resolve_device(device)
     members = list(members)
     if not members:
@@ -289,81 +278,58 @@ def train_ensemble(
             raise ConfigError("member", f"d={models[-1].input_dim}", f"d={task.input_dim}")
         _check_member(models[-1])
     stack = StackedGLULSA(models, task.input_dim).to(device)
-    params = [stack.w1, stack.w2, stack.w3, stack.gamma]
-    optimiser = _MemberAdam(params)
-    peak = torch.tensor(rates, dtype=stack.w1.dtype, device=device)
-    glu_on = torch.tensor(trainable, dtype=stack.w1.dtype, device=device)
-    alive = torch.ones(count, dtype=torch.bool, device=device)
+    group = MemberGroup(task, train_config.seed, tuple(range(count)))
+    glu = {name: trainable for name in ("w1", "w2", "w3")}
     normaliser = null_loss(task)
-    history = np.full((count, train_config.steps), np.nan)
+    result = train_stacked(stack, [group], train_config, [normaliser] * count, learning_rates=rates,
+                           trainable=glu, stop_on_divergence=False, progress=progress,
+                           desc=f"{count} models on {device.type}")
     divergence: list[str | None] = [None] * count
-    start = time.perf_counter()
-    with Progress(train_config.steps, progress, desc=f"{count} models on {device.type}") as bar:
-        for step in range(train_config.steps):
-            prompts = sample_prompts(task, train_config.batch_size, train_config.seed, step,
+    for e, diverged in enumerate(result.divergences):
+        if diverged is not None:
+            # models[e] still holds member e's initial weights (written back below); the prompts
+            # of a step are a function of (seed, step) alone, so these are the ones it diverged on
+            prompts = sample_prompts(task, train_config.batch_size, train_config.seed, diverged.step,
                                      device, dtype=stack.w1.dtype)
-            prediction = stack(prompts.x, prompts.y)
-            losses = torch.mean((prediction - prompts.query_label) ** 2, dim=1)  # (E,)
-            was_alive = alive.clone()
-            alive &= torch.isfinite(losses)
-            for e in torch.nonzero(was_alive & ~alive).flatten().tolist():
-                # models[e] still holds member e's initial weights (written back at the end)
-                z = prompts.embed(models[e].feature_slots).to(device="cpu")
-                rate_e = rates[e] * train_config.learning_rate_at(step) / train_config.learning_rate
-                divergence[e] = str(diagnose_divergence(models[e], z, step,
-                                                        float(losses[e].detach()), rate_e))
-            for p in params:
-                p.grad = None
-            (torch.where(alive, losses, 0.0).sum() / normaliser).backward()
-            rate = peak * alive * (train_config.learning_rate_at(step)
-                                   / train_config.learning_rate)
-            optimiser.step([rate * glu_on] * 3 + [rate], train_config.grad_clip)
-            values = losses.detach().cpu().numpy()
-            history[:, step] = np.where(alive.cpu().numpy(), values, np.nan)
-            finite = values[np.isfinite(values)]
-            bar.update(1, loss=float(finite.mean()) / normaliser if finite.size else math.nan)
-    seconds = time.perf_counter() - start
+            z = prompts.embed(models[e].feature_slots).to(device="cpu")
+            rate = rates[e] * train_config.learning_rate_at(diverged.step) / train_config.learning_rate
+            divergence[e] = str(diagnose_divergence(models[e], z, diverged.step, diverged.loss, rate))
     stack.write_back(models)
     for model in models:
         model.to(device)
-    return EnsembleResult(models, configs, history, normaliser, seconds, train_config.steps,
-                          describe_device(device), [not bool(a) for a in alive.cpu()],
+    return EnsembleResult(models, configs, np.ascontiguousarray(result.loss_history.T), normaliser,
+                          result.seconds, train_config.steps, describe_device(device), result.diverged,
                           divergence)
 
 
-@torch.no_grad()
 def ensemble_test_loss(models: Sequence[InContextRegressor], task: TaskConfig,
                        num_prompts: int = 40000, batch_size: int = 10000, seed: int = 0,
                        device: torch.device | str = "cpu", integrate: str = "task+query",
-                       return_samples: bool = False):
+                       return_samples: bool = False
+                       ) -> tuple[np.ndarray, np.ndarray] | tuple[np.ndarray, np.ndarray, np.ndarray]:
     r"""Test loss of every model on the same test prompts (stream ``STREAM_TEST``): returns
     (mean, standard error), each ``(E,)``, unnormalised; with ``return_samples`` also the
     per-prompt samples, ``(E, num_prompts)``.
 
-    The samples are those of :func:`nlicl_lib.training.evaluate.squared_error_sampler`. Every member is
-    a GD-form stack whose GLUs never read the label (Theorem 13 (thm-depth-bcd)), so by default
-    the task coefficients and the query are integrated out exactly and only the context inputs
-    are sampled; ``integrate="none"`` is plain Monte Carlo, with the models run as one stack."""
+    The means and errors of :func:`nlicl_lib.training.evaluate.paired_test_losses` (the library's
+    one estimator on a fixed set of test prompts). Every member is a GD-form stack whose GLUs
+    never read the label (Theorem 13 (thm-depth-bcd)), so by default the task coefficients and
+    the query are integrated out exactly and only the context inputs are sampled;
+    ``integrate="none"`` (or ``"task"``) runs the models as one stack."""
 
+    models = list(models)
+    if not models:
+        raise ConfigError("models", models, "at least one model")
+    for model in models:
+        _check_member(model)
     device = resolve_device(device)
     if integrate == "task+query":
-        samplers = [squared_error_sampler(model, task, integrate) for model in models]
-
-        def sample(prompts):
-            return torch.stack([s(prompts) for s in samplers])
-        dtype = torch.float64
+        predict, dtype = models, None
     else:
-        stack = StackedGLULSA(list(models), task.input_dim).to(device=device)
-        sample = squared_error_sampler(lambda prompts: stack(prompts.x, prompts.y), task,
-                                       integrate)
-        dtype = stack.w1.dtype
-    samples, drawn, step = [], 0, 0
-    while drawn < num_prompts:
-        size = min(batch_size, num_prompts - drawn)
-        prompts = sample_prompts(task, size, seed, step, device, STREAM_TEST, dtype=dtype)
-        samples.append(sample(prompts).cpu())
-        drawn += size
-        step += 1
-    samples = torch.cat(samples, dim=1).numpy()
-    mean, error = samples.mean(axis=1), samples.std(axis=1) / math.sqrt(samples.shape[1])
+        stack = StackedGLULSA(models, task.input_dim).to(device=device)
+        predict, dtype = (lambda prompts: stack(prompts.x, prompts.y)), stack.w1.dtype
+    losses, samples = paired_test_losses(predict, task, num_prompts, seed, device, batch_size, dtype,
+                                         integrate, return_samples=True)
+    mean = np.array([loss.mean for loss in losses])
+    error = np.array([loss.std_error for loss in losses])
     return (mean, error, samples) if return_samples else (mean, error)

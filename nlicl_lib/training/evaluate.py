@@ -37,7 +37,7 @@ unbiased mean of independent samples, with its standard error.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -192,6 +192,25 @@ def squared_error_sampler(predict: Callable[[Prompts], torch.Tensor] | InContext
     return sample
 
 
+def batches_of_test_prompts(task: TaskConfig, seed: int = 0, device: torch.device | str = "cpu",
+                            dtype: torch.dtype = torch.float32, batch_size: int = 4000,
+                            num_prompts: int | None = None) -> Iterator[Prompts]:
+    """The test stream of ``seed`` (``STREAM_TEST``, never seen in training) in batches:
+    batch $t$ is ``sample_prompts(task, size, seed, t, device, STREAM_TEST, dtype)``, so every
+    caller with the same task, seed and batch size sees the same prompts. ``num_prompts``: stop
+    after that many (the last batch smaller); ``None``: an endless stream of full batches."""
+    batch_size = check_int("batch", batch_size, minimum=1)
+    if num_prompts is not None:
+        num_prompts = check_int("num_prompts", num_prompts, minimum=1)
+    device = torch.device(device)
+    drawn, step = 0, 0
+    while num_prompts is None or drawn < num_prompts:
+        size = batch_size if num_prompts is None else min(batch_size, num_prompts - drawn)
+        yield sample_prompts(task, size, seed, step, device, STREAM_TEST, dtype)
+        drawn += size
+        step += 1
+
+
 @torch.no_grad()
 def estimate_loss(
     predict: Callable[[Prompts], torch.Tensor] | InContextRegressor,
@@ -205,7 +224,15 @@ def estimate_loss(
     dtype: torch.dtype = torch.float32,
     integrate: str = "none",
 ) -> LossEstimate:
-    """Monte Carlo test loss of ``predict`` (a model or a function of prompts).
+    """Monte Carlo test loss of ``predict`` (a model or a function of prompts) to a given
+    precision.
+
+    Where it differs from :func:`paired_test_losses` (the estimator of a fixed number of test
+    prompts): it stops by itself, drawing batches of ``batch_size`` from the same test stream
+    (:func:`batches_of_test_prompts`) until the standard error is at most ``relative_error``
+    of the mean (at least ``min_prompts``, at most about ``max_prompts``), for one predictor;
+    the mean and standard error it returns are computed as :func:`paired_test_losses` computes
+    them, so on the same prompts both give the same numbers.
 
     ``integrate`` (:func:`squared_error_sampler`): what is integrated out exactly instead of
     sampled; ``"task"`` costs $\\min(n, p)$ predictions per prompt, ``"task+query"`` (GD-form
@@ -218,21 +245,19 @@ def estimate_loss(
     if integrate == "task+query":  # the conditional loss is computed in float64 from the inputs
         dtype = torch.float64
     sampler = squared_error_sampler(predict, task, integrate)
-    device = torch.device(device)
     total = total_sq = 0.0
     count = 0
-    step = 0
-    while count < max_prompts:
-        prompts = sample_prompts(task, batch_size, seed, step, device, STREAM_TEST, dtype)
+    for prompts in batches_of_test_prompts(task, seed, device, dtype, batch_size):
         errors = sampler(prompts)
         total += float(errors.sum())
         total_sq += float((errors**2).sum())
         count += errors.numel()
-        step += 1
         mean = total / count
         variance = max(total_sq / count - mean**2, 0.0)
         std_error = math.sqrt(variance / count)
         if count >= min(min_prompts, max_prompts) and std_error <= relative_error * mean:
+            break
+        if count >= max_prompts:
             break
     return LossEstimate(mean, std_error, count, integrate)
 
@@ -255,33 +280,78 @@ class PairedLoss:
     worst: float
 
 
-@torch.no_grad()
-def paired_test_loss(predict, task: TaskConfig, num_prompts: int = 100_000, seed: int = 0,
-                     device: torch.device | str = "cpu", batch_size: int = 4000,
-                     dtype: torch.dtype | None = None) -> PairedLoss:
-    """:class:`PairedLoss` of a model or predictor on the first ``num_prompts`` prompts of the
-    test stream of ``seed``, drawn in batches of ``batch_size`` (the same prompts for every call
-    with the same ``task``, ``seed`` and ``batch_size``)."""
+Predictor = Callable[[Prompts], torch.Tensor] | InContextRegressor
 
-    if isinstance(predict, InContextRegressor):
-        dtype = dtype or next(predict.parameters()).dtype
-        predict = model_predictor(predict)
-    dtype = dtype or torch.float32
-    sums = np.zeros(5)  # e, z, e^2, z^2, e z
-    worst, count, step = 0.0, 0, 0
-    while count < num_prompts:
-        size = min(batch_size, num_prompts - count)
-        prompts = sample_prompts(task, size, seed, step, device, STREAM_TEST, dtype)
-        labels = prompts.query_label.double()
-        e = (predict(prompts).double() - labels) ** 2
-        z = labels**2
-        sums += np.array([float(v.sum()) for v in (e, z, e * e, z * z, e * z)])
-        worst = max(worst, float(e.max()))
-        count += size
-        step += 1
-    e_mean, z_mean, e2, z2, ez = sums / count
-    ratio = e_mean / z_mean
-    var_e = max(e2 - e_mean**2, 0.0)
-    var_ratio = max(e2 - 2 * ratio * ez + ratio**2 * z2 - (e_mean - ratio * z_mean) ** 2, 0.0)
-    return PairedLoss(float(e_mean), float(np.sqrt(var_e / count)), float(ratio),
-                      float(np.sqrt(var_ratio / count) / z_mean), count, float(worst / z_mean))
+
+@torch.no_grad()
+def paired_test_losses(predict: Predictor | Sequence[Predictor], task: TaskConfig,
+                       num_prompts: int = 100_000, seed: int = 0, device: torch.device | str = "cpu",
+                       batch_size: int = 4000, dtype: torch.dtype | None = None,
+                       integrate: str = "none", return_samples: bool = False
+                       ) -> list[PairedLoss] | tuple[list[PairedLoss], np.ndarray]:
+    r"""The library's one test-loss estimator on a fixed set of test prompts: a
+    :class:`PairedLoss` per predictor, all on the first ``num_prompts`` prompts of the test stream
+    of ``seed`` (:func:`batches_of_test_prompts`, batches of ``batch_size``).
+
+    ``predict``: a model or a function of prompts, a list of them, or one function whose
+    predictions have a leading member axis ``(E, B)`` (a stack of models run as one). The
+    per-prompt samples $e$ are those of :func:`squared_error_sampler` (``integrate``: what is
+    integrated out exactly), the paired normaliser is $z = y_{n+1}^2$ of the same prompts:
+    over $N$ prompts, ``mean`` $= ar e$, ``std_error`` $= \sqrt{(\overline{e^2} - ar e^2)/N}$,
+    ``normalised`` $= r = ar e / ar z$ with the delta method's error
+    $\sqrt{(\overline{e^2} - 2r\,\overline{ez} + r^2\,\overline{z^2} - (ar e - rar z)^2)/N}
+    \,/\, ar z$. ``dtype`` of the prompts: float64 for ``"task+query"``, else that of the first
+    model, else float32. With ``return_samples`` also the samples, ``(E, num_prompts)``."""
+    check_choice("integrate", integrate, INTEGRATIONS)
+    predictors = list(predict) if isinstance(predict, (list, tuple)) else [predict]
+    if not predictors:
+        raise ConfigError("predict", predict, "at least one model or predictor")
+    if dtype is None:
+        first = predictors[0]
+        dtype = (torch.float64 if integrate == "task+query" else next(first.parameters()).dtype
+                 if isinstance(first, InContextRegressor) else torch.float32)
+    samplers = [squared_error_sampler(p, task, integrate) for p in predictors]
+
+    def sample(prompts: Prompts) -> torch.Tensor:
+        if len(samplers) == 1:
+            values = samplers[0](prompts)
+            return values.reshape(-1, values.shape[-1])
+        return torch.stack([s(prompts) for s in samplers])
+
+    sums = worst = None  # per predictor: sums of e, z, e^2, z^2, e z; largest e
+    kept, count = [], 0
+    for prompts in batches_of_test_prompts(task, seed, device, dtype, batch_size, num_prompts):
+        e = sample(prompts)  # (E, b)
+        z = prompts.query_label.double() ** 2
+        if sums is None:
+            sums, worst = np.zeros((e.shape[0], 5)), np.zeros(e.shape[0])
+        for k, row in enumerate(e):
+            sums[k] += np.array([float(v.sum()) for v in (row, z, row * row, z * z, row * z)])
+            worst[k] = max(worst[k], float(row.max()))
+        if return_samples:
+            kept.append(e.cpu())
+        count += e.shape[1]
+    losses = []
+    for k in range(len(sums)):
+        e_mean, z_mean, e2, z2, ez = sums[k] / count
+        ratio = e_mean / z_mean
+        var_e = max(e2 - e_mean**2, 0.0)
+        var_ratio = max(e2 - 2 * ratio * ez + ratio**2 * z2 - (e_mean - ratio * z_mean) ** 2, 0.0)
+        losses.append(PairedLoss(float(e_mean), float(np.sqrt(var_e / count)), float(ratio),
+                                 float(np.sqrt(var_ratio / count) / z_mean), count,
+                                 float(worst[k] / z_mean)))
+    return (losses, torch.cat(kept, dim=1).numpy()) if return_samples else losses
+
+
+def paired_test_loss(predict: Predictor, task: TaskConfig, num_prompts: int = 100_000, seed: int = 0,
+                     device: torch.device | str = "cpu", batch_size: int = 4000,
+                     dtype: torch.dtype | None = None, integrate: str = "none") -> PairedLoss:
+    """:class:`PairedLoss` of one model or predictor on the first ``num_prompts`` prompts of the
+    test stream of ``seed``, drawn in batches of ``batch_size`` (the same prompts for every call
+    with the same ``task``, ``seed`` and ``batch_size``): :func:`paired_test_losses` of one
+    predictor."""
+    losses = paired_test_losses(predict, task, num_prompts, seed, device, batch_size, dtype, integrate)
+    if len(losses) != 1:
+        raise ConfigError("predict", f"{len(losses)} predictions per prompt",
+                          "one predictor (paired_test_losses measures several)")
+    return losses[0]

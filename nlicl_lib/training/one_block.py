@@ -21,28 +21,28 @@ step, at the cost of one batch of prompts per distinct task. Two facts make that
    $g_0$ and $\psi_0(x_{n+1})$ do not depend on the weights, so a training step needs them
    once per prompt (a running sum over the context gives $g_0$ for every $n$ at once).
 
-The models are stacked along a leading *run* axis; Adam acts elementwise and gradients are
-clipped per run, so each run follows exactly the trajectory :func:`~nlicl_lib.training.train.train`
-would give it on the same prompts (the tests check this in float64). The results are ordinary
+The models are stacked along a leading *run* axis (:class:`_StackedBlocks`) and trained by the
+one stacked trainer, :func:`~nlicl_lib.training.stacked.train_stacked` (per-run gradient
+clipping and Adam), so each run follows exactly the trajectory
+:func:`~nlicl_lib.training.train.train` would give it on the same prompts (the tests check this in
+float64). The results are ordinary
 :class:`~nlicl_lib.core.models.InContextRegressor` models built by
 :func:`~nlicl_lib.core.models.build_model` and loaded with the trained weights.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 
-import numpy as np
 import torch
 
-from nlicl_lib.core.errors import ConfigError, TrainingDivergedError
+from nlicl_lib.core.errors import ConfigError
 from nlicl_lib.core.models import InContextRegressor, ModelConfig, build_model
 from nlicl_lib.core.monomials import PolyMap, quadratic_form_matrix
-from nlicl_lib.core.progress import Progress
-from nlicl_lib.core.tasks import Prompts, TaskConfig, sample_prompts
+from nlicl_lib.core.tasks import Prompts, TaskConfig
 from nlicl_lib.theory.closed_forms import null_loss
+from nlicl_lib.training.stacked import MemberGroup, gather_members, train_stacked
 from nlicl_lib.training.train import TrainConfig, TrainResult
 
 
@@ -78,15 +78,6 @@ class SweepResult:
     device: str
 
 
-def truncate_context(prompts: Prompts, context_length: int) -> Prompts:
-    """The prompts with only their first ``context_length`` context pairs, same query."""
-    n = prompts.context_length
-    if not 1 <= context_length <= n:
-        raise ConfigError("context_length", context_length, f"an integer between 1 and {n}")
-    keep = list(range(context_length)) + [n]
-    return Prompts(prompts.x[:, keep], prompts.y[:, keep], prompts.coefficients)
-
-
 def _check_run(run: Run) -> ModelConfig:
     if not isinstance(run, Run):
         raise ConfigError("run", type(run).__name__, "a Run")
@@ -103,12 +94,16 @@ def _check_run(run: Run) -> ModelConfig:
 
 
 class _StackedBlocks(torch.nn.Module):
-    """``R`` one-block models' weights stacked on a leading axis, predicting from statistics."""
+    """``R`` one-block models' weights stacked on a leading axis (the member axis of
+    :func:`~nlicl_lib.training.stacked.train_stacked`), predicting from statistics."""
+
+    member_dim = 0
 
     def __init__(self, models: Sequence[InContextRegressor]):
         super().__init__()
         glus = [m.blocks[0].glu for m in models]
         self.input_dim = models[0].input_dim
+        self.member_count = len(models)
         self.w1 = torch.nn.Parameter(torch.stack([g.w1.detach().clone() for g in glus]))
         self.w2 = torch.nn.Parameter(torch.stack([g.w2.detach().clone() for g in glus]))
         self.w3 = torch.nn.Parameter(torch.stack([g.w3.detach().clone() for g in glus]))
@@ -129,6 +124,21 @@ class _StackedBlocks(torch.nn.Module):
         kernel = self.feature_matrix()
         kernel = kernel.transpose(1, 2) @ self.gamma @ kernel  # A^T Gamma A, (R, p, p)
         return torch.einsum("rbf,rfg,rbg->rb", query, kernel, g0)
+
+    def member_predictions(self, groups: Sequence[MemberGroup], batches: Sequence[Prompts]
+                           ) -> tuple[torch.Tensor, torch.Tensor]:
+        """$\\hat y$ and the query labels of every run, ``(R, B)`` each: per group one batch of
+        prompts, whose statistics serve every context length of the group at once."""
+        g0_parts, query_parts, label_parts = [], [], []
+        for group, prompts in zip(groups, batches, strict=True):
+            lengths = sorted(set(group.context_lengths))
+            slot = [lengths.index(n) for n in group.context_lengths]
+            g0, query = prompt_statistics(prompts, lengths)
+            g0_parts.append(g0[slot])
+            query_parts.append(query.expand(len(group.members), *query.shape))
+            label_parts.append(prompts.query_label.expand(len(group.members), -1))
+        g0, query = gather_members(g0_parts, groups), gather_members(query_parts, groups)
+        return self(g0, query), gather_members(label_parts, groups)
 
     def load_into(self, models: Sequence[InContextRegressor]) -> None:
         with torch.no_grad():
@@ -157,11 +167,24 @@ def prompt_statistics(prompts: Prompts, context_lengths: Sequence[int]
     return g0, psi0[:, n]
 
 
+def run_groups(runs: Sequence[Run]) -> list[MemberGroup]:
+    """Runs that share a prompt seed and a task up to its context length share one batch of
+    prompts (the longest context, truncated for the others): one group per such set, in the
+    order of first appearance."""
+    keyed: dict[tuple, list[int]] = {}
+    for r, run in enumerate(runs):
+        keyed.setdefault((replace(run.task, context_length=1), run.prompt_seed), []).append(r)
+    return [MemberGroup(replace(task, context_length=max(runs[r].task.context_length for r in members)),
+                        seed, tuple(members), tuple(runs[r].task.context_length for r in members))
+            for (task, seed), members in keyed.items()]
+
+
 def train_one_block_runs(runs: Sequence[Run], config: TrainConfig,
                          device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32,
                          progress: bool | None = None) -> SweepResult:
-    """Train every run of ``runs`` at once (see the module doc); ``config.seed`` is ignored,
-    each run has its own seeds. All runs need the same $d$, slots $m$ and width $h$.
+    """Train every run of ``runs`` at once (see the module doc) with
+    :func:`~nlicl_lib.training.stacked.train_stacked`; ``config.seed`` is ignored, each run has
+    its own seeds. All runs need the same $d$, slots $m$ and width $h$.
 
     Raises :class:`~nlicl_lib.core.errors.TrainingDivergedError` if any run's loss stops being finite.
     """
@@ -177,73 +200,13 @@ def train_one_block_runs(runs: Sequence[Run], config: TrainConfig,
     device = torch.device(device)
     models = [build_model(run.model, run.task, device, seed=run.seed, dtype=dtype) for run in runs]
     stacked = _StackedBlocks(models).to(device)
-
-    # Runs that share a seed and a task up to its context length share one batch of prompts.
-    groups: dict[tuple, list[int]] = {}
-    for r, run in enumerate(runs):
-        groups.setdefault((replace(run.task, context_length=1), run.prompt_seed), []).append(r)
-    plans = []
-    for (task, seed), members in groups.items():
-        longest = max(runs[r].task.context_length for r in members)
-        lengths = sorted({runs[r].task.context_length for r in members})
-        slot = [lengths.index(runs[r].task.context_length) for r in members]
-        plans.append((replace(task, context_length=longest), seed, members, lengths, slot))
-    # the statistics come out grouped by plan; this puts them back in the order of the runs
-    order = [r for *_, members, _, _ in plans for r in members]
-    back = torch.as_tensor(np.argsort(order), device=device)
-    normalisers = torch.tensor([null_loss(run.task) for run in runs], dtype=dtype, device=device)
-
-    optimizer = torch.optim.Adam(stacked.parameters(), lr=config.learning_rate)
-    history = np.empty((config.steps, len(runs)))
-    start = time.perf_counter()
-    with Progress(config.steps, progress, desc=f"training {len(runs)} blocks on {device.type}"
-                  ) as bar:
-        for step in range(config.steps):
-            rate = config.learning_rate_at(step)
-            for group in optimizer.param_groups:
-                group["lr"] = rate
-            g0_parts, query_parts, label_parts = [], [], []
-            for task, seed, members, lengths, slot in plans:
-                prompts = sample_prompts(task, config.batch_size, seed, step, device,
-                                         dtype=dtype)
-                g0, query = prompt_statistics(prompts, lengths)
-                g0_parts.append(g0[slot])
-                query_parts.append(query.expand(len(members), *query.shape))
-                label_parts.append(prompts.query_label.expand(len(members), -1))
-            g0 = torch.cat(g0_parts).index_select(0, back)
-            query = torch.cat(query_parts).index_select(0, back)
-            labels = torch.cat(label_parts).index_select(0, back)
-            losses = torch.mean((stacked(g0, query) - labels) ** 2, dim=1)  # (R,)
-            optimizer.zero_grad(set_to_none=True)
-            (losses / normalisers).sum().backward()
-            if config.grad_clip is not None:
-                clip_per_member([p.grad for p in stacked.parameters() if p.grad is not None],
-                                config.grad_clip)
-            values = losses.detach().cpu().numpy()
-            if not np.all(np.isfinite(values)):
-                bad = int(np.flatnonzero(~np.isfinite(values))[0])
-                raise TrainingDivergedError(step, float(values[bad]), rate)
-            optimizer.step()
-            history[step] = values
-            bar.update(1, loss=float(np.mean(values / normalisers.cpu().numpy())))
-    seconds = time.perf_counter() - start
+    result = train_stacked(stacked, run_groups(runs), config, [null_loss(run.task) for run in runs],
+                           progress=progress, desc=f"training {len(runs)} blocks on {device.type}")
     stacked.load_into(models)
     training = [
-        TrainResult(history[:, r].copy(), null_loss(run.task), seconds, config.steps, str(device),
-                    False, {**asdict(config), "seed": run.prompt_seed, "init_seed": run.seed,
-                     "joint_runs": len(runs)})
+        TrainResult(result.loss_history[:, r].copy(), null_loss(run.task), result.seconds, config.steps,
+                    str(device), False, {**asdict(config), "seed": run.prompt_seed, "init_seed": run.seed,
+                                         "joint_runs": len(runs)})
         for r, run in enumerate(runs)
     ]
-    return SweepResult(runs, models, training, seconds, str(device))
-
-
-def clip_per_member(grads: Sequence[torch.Tensor], max_norm: float, member_dim: int = 0) -> None:
-    """``torch.nn.utils.clip_grad_norm_`` applied, in place, to each member's own gradients:
-    the tensors of ``grads`` hold one slice per stacked model along ``member_dim``."""
-    squares = sum(g.pow(2).movedim(member_dim, 0).reshape(g.shape[member_dim], -1).sum(dim=1)
-                  for g in grads)
-    scale = torch.clamp(max_norm / (squares.sqrt() + 1e-6), max=1.0)
-    for g in grads:
-        shape = [1] * g.dim()
-        shape[member_dim] = -1
-        g.mul_(scale.reshape(shape))
+    return SweepResult(runs, models, training, result.seconds, str(device))
