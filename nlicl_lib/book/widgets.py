@@ -54,10 +54,12 @@ from plotly.subplots import make_subplots
 
 from nlicl_lib.book import display as book_display
 from nlicl_lib.book.plots import COLORS
+from nlicl_lib.core import planning
 from nlicl_lib.core.book_refs import ref
 from nlicl_lib.core.device import describe_device, resolve_device
 from nlicl_lib.core.errors import ConfigError, TrainingDivergedError
 from nlicl_lib.core.models import ModelConfig, build_model
+from nlicl_lib.core.planning import format_bytes
 from nlicl_lib.core.tasks import TaskConfig
 from nlicl_lib.experiments.run import ExperimentResult, run_experiment
 from nlicl_lib.theory.values import TheoryValues, theory_values
@@ -67,7 +69,7 @@ Settings = dict[str, Any]
 Configure = Callable[[Settings], tuple[TaskConfig, ModelConfig, TrainConfig]]
 Theory = Callable[[TaskConfig, ModelConfig], TheoryValues]
 
-EVAL_BATCH = 20000
+EVAL_BATCH = planning.EVAL_BATCH
 """Prompts per batch of :func:`nlicl_lib.training.evaluate.estimate_loss` (its default)."""
 EVAL_TOKENS = EVAL_BATCH * 21
 """Tokens per test batch of a panel: the library's default batch at $n = 20$."""
@@ -179,81 +181,19 @@ def eval_batch_size(task: TaskConfig) -> int:
 
 def estimate_memory_bytes(task: TaskConfig, model: ModelConfig, train_config: TrainConfig
                           ) -> int:
-    r"""Peak working memory of a run, in bytes (float32): the larger of a training step and a
-    batch of the test-loss estimate (:func:`eval_batch_size` prompts), padded by 1.2.
-
-    Numbers kept per token: the prompt (inputs $d$, the target's monomials with their
-    intermediate products $(k+2)p$, the embedding $D$) and, per block, the activations
-    $3h + 5D$ (the GLU's branches and product, the token after the GLU and after the
-    attention), twice when training (their gradients). ``bench/panel_memory.py`` checks that
-    this bounds the measured peak (by 1.4 to 3 times).
-    """
-    resolved = model.resolved(task)
-    tokens = task.context_length + 1
-    p = task.input_dim if task.kind == "linear" else task.num_monomials
-    dim = task.input_dim + resolved.feature_slots + 1
-    width = (resolved.glu_width or 0) if resolved.kind == "glu-lsa" else 0
-    prompt = task.input_dim + (task.degree + 2) * p + dim
-    per_block = 3 * width + 5 * dim
-    train_numbers = train_config.batch_size * tokens * (prompt + dim
-                                                        + 2 * resolved.depth * per_block)
-    eval_numbers = eval_batch_size(task) * tokens * (prompt + resolved.depth * per_block)
-    return int(1.2 * 4 * max(train_numbers, eval_numbers))
-
-
-def _cgroup_memory_left() -> int | None:
-    """Bytes left under the container's memory limit (cgroup v2 or v1), if it has one."""
-    for limit_file, usage_file in (
-        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-        ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
-         "/sys/fs/cgroup/memory/memory.usage_in_bytes"),
-    ):
-        try:
-            with open(limit_file) as f:
-                limit = f.read().strip()
-            with open(usage_file) as f:
-                usage = int(f.read().strip())
-        except (OSError, ValueError):
-            continue
-        if limit.isdigit() and int(limit) < 2**60:
-            return int(limit) - usage
-    return None
-
-
-def available_memory_bytes(device: torch.device) -> int | None:
-    """Free memory of ``device``: CUDA's free memory; on the CPU, the smaller of the system's
-    available memory and what the container's limit leaves (a Binder session has one).
-    ``None`` when unknown."""
-    if device.type == "cuda":
-        free, _ = torch.cuda.mem_get_info(device)
-        return int(free)
-    if device.type != "cpu":
-        return None
-    candidates = []
-    try:
-        import psutil
-
-        candidates.append(int(psutil.virtual_memory().available))
-    except ImportError:  # pragma: no cover - psutil comes with ipykernel
-        pass
-    left = _cgroup_memory_left()
-    if left is not None:
-        candidates.append(left)
-    return min(candidates) if candidates else None
+    r"""Peak working memory of a panel's run, in bytes (float32): the larger of a training step
+    and a batch of the test-loss estimate (:func:`eval_batch_size` prompts), as
+    :func:`nlicl_lib.core.planning.estimate` counts it (the command line's check uses the same
+    count). ``bench/panel_memory.py`` compares it with the measured peak."""
+    return planning.estimate(task, model, train_config.batch_size, eval_batch_size(task)).peak_bytes
 
 
 def memory_limit_bytes(device: torch.device, cap: int | None = MEMORY_CAP_BYTES) -> int:
-    """The largest run a panel accepts on ``device``: half its free memory, and on the CPU at
-    most ``cap`` (:data:`MEMORY_CAP_BYTES`)."""
-    free = available_memory_bytes(device)
-    limits = [] if free is None else [free // 2]
-    if device.type == "cpu" and cap is not None:
-        limits.append(cap)
-    return min(limits) if limits else (cap or MEMORY_CAP_BYTES)
-
-
-def format_bytes(value: float) -> str:
-    return f"{value / 2**20:,.0f} MiB"
+    """The largest run a panel accepts on ``device``: half its free memory
+    (:func:`nlicl_lib.core.planning.available_memory_bytes`), and on the CPU at most ``cap``
+    (:data:`MEMORY_CAP_BYTES`)."""
+    limit = planning.memory_limit_bytes(device, fraction=0.5, cap=cap)
+    return limit if limit is not None else (cap or MEMORY_CAP_BYTES)
 
 
 def format_seconds(seconds: float) -> str:

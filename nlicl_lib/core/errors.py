@@ -7,17 +7,35 @@ deep inside torch.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from typing import Any
 
 
 class ConfigError(ValueError):
-    """A parameter has a value that is not allowed. ``param`` names it."""
+    """A parameter has a value that is not allowed. ``param`` names it as the library spells
+    it (a field name such as ``context_length``, or a short name such as ``d``); an entry point
+    with its own spelling (the command line's ``--n``) shows :meth:`spelled`."""
 
     def __init__(self, param: str, value: Any, allowed: str):
         self.param = param
         self.value = value
         self.allowed = allowed
         super().__init__(f"{param}={value!r} is not allowed: {allowed}")
+
+    def spelled(self, names: Mapping[str, str]) -> str:
+        """The message with the parameter named as ``names`` spells it (e.g. ``{"context_length":
+        "--n"}``): the parameter itself, also where the explanation mentions it (unless it is a
+        one-letter name), and every other field name there (one with an underscore, so that no
+        ordinary word is touched)."""
+        param = names.get(self.param, self.param)
+        fields = sorted((k for k in names if "_" in k or (k == self.param and len(k) > 1)),
+                        key=len, reverse=True)
+        allowed = self.allowed
+        if fields:
+            pattern = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, fields)) + r")(?![\w-])")
+            allowed = pattern.sub(lambda match: names[match.group(1)], allowed)
+        return f"{param}={self.value!r} is not allowed: {allowed}"
 
 
 class TrainingDivergedError(RuntimeError):
@@ -119,6 +137,14 @@ def check_choice(param: str, value: Any, choices: tuple[str, ...]) -> str:
     if value not in choices:
         raise ConfigError(param, value, "one of " + ", ".join(repr(c) for c in choices))
     return value
+
+
+def format_bytes(value: float) -> str:
+    """A size in a message: ``"768 MiB"``, ``"3.2 GiB"``, ``"1.5 TiB"`` (binary units)."""
+    for unit, size in (("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30)):
+        if value >= size:
+            return f"{value / size:,.1f} {unit}"
+    return f"{value / 2**20:,.0f} MiB"
 
 
 def _range_text(kind: str, minimum: int, maximum: int | None) -> str:

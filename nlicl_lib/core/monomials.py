@@ -256,6 +256,13 @@ def weighted_second_moment(weight: PolyMap, f: PolyMap, g: PolyMap | None = None
     return f.coefficients @ total @ g.coefficients.T
 
 
+def quadratic_pairs(input_dim: int) -> list[tuple[int, int]]:
+    r"""The index pair $(j, l)$, $j \le l$, of each degree-2 monomial $x_j x_l$, in
+    :func:`monomial_exponents` order: the one decoding of the quadratic monomials."""
+    return [(int(np.flatnonzero(a)[0]), int(np.flatnonzero(a)[-1]))
+            for a in monomial_exponents(input_dim, [2])]
+
+
 def quadratic_form_matrix(w1: torch.Tensor, w2: torch.Tensor, input_dim: int) -> torch.Tensor:
     r"""The hidden units $(a_u^\top x)(b_u^\top x)$ as rows over the degree-2 monomials.
 
@@ -263,9 +270,7 @@ def quadratic_form_matrix(w1: torch.Tensor, w2: torch.Tensor, input_dim: int) ->
     ($j \le l$, :func:`~nlicl_lib.core.monomials.monomial_exponents` order) is
     $a_{uj} b_{ul} + a_{ul} b_{uj}$ for $j < l$ and $a_{uj} b_{uj}$ for $j = l$. Differentiable.
     """
-    exps = monomial_exponents(input_dim, [2])
-    first = [int(np.flatnonzero(a)[0]) for a in exps]
-    last = [int(np.flatnonzero(a)[-1]) for a in exps]
+    first, last = (list(index) for index in zip(*quadratic_pairs(input_dim), strict=True))
     cross = torch.tensor([f != s for f, s in zip(first, last, strict=True)], dtype=w1.dtype,
                          device=w1.device)
     return w1[..., first] * w2[..., last] + cross * w1[..., last] * w2[..., first]

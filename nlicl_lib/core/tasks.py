@@ -27,7 +27,7 @@ from functools import cached_property
 import numpy as np
 import torch
 
-from nlicl_lib.core.errors import ConfigError, check_choice, check_float, check_int
+from nlicl_lib.core.errors import ConfigError, check_choice, check_float, check_int, format_bytes
 from nlicl_lib.core.monomials import MAX_MONOMIALS, PolyMap, monomial_count
 from nlicl_lib.core.seeding import STREAM_TRAIN, generator
 
@@ -59,14 +59,7 @@ class TaskConfig:
         if self.kind == "linear" and degree != 1:
             raise ConfigError("degree", degree, "1 for the linear task (use task='poly')")
         object.__setattr__(self, "degree", degree)
-        count = self.num_monomials
-        if count > MAX_MONOMIALS:
-            raise ConfigError(
-                "degree",
-                degree,
-                f"a degree whose monomial count in d={self.input_dim} is at most {MAX_MONOMIALS}"
-                f" (got {count})",
-            )
+        self._check_monomial_count()
         if self.covariance is not None:
             if self.kind != "linear":
                 raise ConfigError("covariance", "given", "only the linear task takes a covariance")
@@ -78,6 +71,28 @@ class TaskConfig:
             if np.linalg.eigvalsh(cov).min() <= 0:
                 raise ConfigError("covariance", "matrix", "a positive definite matrix")
             object.__setattr__(self, "covariance", tuple(tuple(float(v) for v in r) for r in cov))
+
+    def _check_monomial_count(self) -> None:
+        r"""The target's $p$ coefficients are at most :data:`MAX_MONOMIALS` (the memory of a
+        batch of prompts, whose tokens carry $(k+2)p$ numbers while a target is drawn). When even
+        degree 1 has too many ($p_1 = d$ above the cap) the input dimension is named, else the
+        degree; the message gives the memory of one prompt and the largest value that fits."""
+        count = self.num_monomials
+        if count <= MAX_MONOMIALS:
+            return
+        d, k, n = self.input_dim, self.degree, self.context_length
+        per_prompt = format_bytes(4 * prompt_numbers(d, n, count, 0 if self.kind == "linear" else k))
+        why = (f"the target would have p = {count:,} coefficients, more than the {MAX_MONOMIALS:,} "
+               f"a task may have (they bound the memory of the prompts: {per_prompt} per prompt of "
+               f"{n + 1} tokens here, in float32)")
+        largest_dim = _largest_input_dim(k, self.homogeneous)
+        if d > MAX_MONOMIALS:  # no degree helps: even p_1 = d is over the cap
+            raise ConfigError("input_dim", d, f"an input dimension whose task fits in memory: {why}; "
+                              f"the largest input_dim at degree {k} is {largest_dim:,}")
+        largest = max(j for j in range(1, k) if _monomials(d, j, self.homogeneous) <= MAX_MONOMIALS)
+        raise ConfigError("degree", k, f"a degree whose monomial count in d={d} is at most "
+                          f"{MAX_MONOMIALS:,}: {why}; the largest degree at d={d} is {largest} "
+                          f"(and the largest input_dim at degree {k} is {largest_dim:,})")
 
     @property
     def degrees(self) -> tuple[int, ...]:
@@ -110,6 +125,34 @@ class TaskConfig:
         if self.noise_std:
             text += f", noise sigma={self.noise_std:g}"
         return text
+
+
+def prompt_numbers(input_dim: int, context_length: int, coefficients: int, degree: int,
+                   feature_slots: int = 0) -> int:
+    r"""Numbers one prompt holds while it is drawn and embedded (:func:`sample_prompts`,
+    :func:`embed`): $T d + p + 2T$ (inputs, coefficients, labels and noise), $(k + 2) p T$ (the
+    target's monomials with their partial products; ``degree`` 0: linear, none) and $2 T D$ (the
+    embedding and its zero slots), with $T = n + 1$, $D = d + m + 1$. Used by
+    :mod:`nlicl_lib.core.planning`."""
+    t = context_length + 1
+    monomials = (degree + 2) * coefficients * t if degree else 0
+    return t * input_dim + coefficients + 2 * t + monomials + 2 * t * (input_dim + feature_slots + 1)
+
+
+def _monomials(input_dim: int, degree: int, homogeneous: bool) -> int:
+    r"""A target's coefficient count: $p_k$ if homogeneous, else $\sum_{j \le k} p_j$."""
+    degrees = (degree,) if homogeneous else range(1, degree + 1)
+    return sum(monomial_count(input_dim, j) for j in degrees)
+
+
+def _largest_input_dim(degree: int, homogeneous: bool) -> int:
+    """The largest $d$ whose target at ``degree`` has at most :data:`MAX_MONOMIALS` coefficients
+    (bisection: the count grows with $d$; $d = 1$ has at most ``degree`` of them)."""
+    low, high = 1, MAX_MONOMIALS + 1
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if _monomials(middle, degree, homogeneous) <= MAX_MONOMIALS else (low, middle)
+    return low
 
 
 @dataclass

@@ -1,7 +1,11 @@
 """Command line: ``python -m nlicl_lib train|theory|reproduce ...``.
 
-Every bad value is reported as ``error: <param>=<value> is not allowed: <what is>`` with exit
-status 2, before any training starts and without writing the ``--json`` file.
+Every bad value is reported as ``error: <--flag>=<value> is not allowed: <what is>`` with exit
+status 2, before any training starts and without writing the ``--json`` file: the library's
+:class:`~nlicl_lib.core.errors.ConfigError` names its parameter by field name, and :data:`FLAGS`
+respells it as the flag. A run whose estimated memory (:mod:`nlicl_lib.core.planning`) is above
+what the device has free is refused the same way, naming the size to shrink and the largest
+value that fits.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from nlicl_lib.core.book_refs import ref
 from nlicl_lib.core.device import resolve_device
 from nlicl_lib.core.errors import ConfigError, TrainingDivergedError
 from nlicl_lib.core.models import ModelConfig
+from nlicl_lib.core.planning import EVAL_BATCH, check_fits
 from nlicl_lib.core.tasks import TaskConfig
 from nlicl_lib.experiments import reproduce
 from nlicl_lib.experiments.run import run_experiment
@@ -30,12 +35,25 @@ CONTEXT_LENGTH = 20
 # empirical moments concentrate and depth keeps helping.
 DEEP_CONTEXT_LENGTH = 100
 DEEP_FROM = 3
+INPUT_DIM = 5
+
+FLAGS = {
+    # field names (TaskConfig, ModelConfig, TrainConfig, planning) and the library's short names
+    "input_dim": "--d", "d": "--d", "context_length": "--n", "n": "--n", "degree": "--degree",
+    "noise_std": "--noise", "noise": "--noise", "task": "--task", "model": "--model",
+    "depth": "--depth", "feature_slots": "--slots", "slots": "--slots", "glu_width": "--width",
+    "width": "--width", "attention": "--attention", "activation": "--activation",
+    "glu_reads": "--glu-reads", "glu_init": "--glu-init", "steps": "--steps",
+    "batch_size": "--batch", "batch": "--batch", "learning_rate": "--lr", "lr": "--lr",
+    "seed": "--seed", "device": "--device", "json": "--json", "json_dir": "--json-dir",
+}
+"""How the command line spells each parameter a :class:`ConfigError` may name."""
 
 
 def _task_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("task")
     group.add_argument("--task", default="linear", help="linear or poly (default: linear)")
-    group.add_argument("--d", type=int, default=5, help="input dimension d (default: 5)")
+    group.add_argument("--d", type=int, default=INPUT_DIM, help=f"input dimension d (default: {INPUT_DIM})")
     group.add_argument("--n", type=int, default=None,
                        help=f"context length n (default: {CONTEXT_LENGTH}; {DEEP_CONTEXT_LENGTH} for "
                             f"GLU-LSA stacks of {DEEP_FROM} or more blocks, whose test loss at "
@@ -111,6 +129,15 @@ def _write_json(path: Path | None, data: dict) -> None:
     os.replace(tmp, path)  # all or nothing: no half-written output
 
 
+def _sizes_given(args: argparse.Namespace) -> list[str]:
+    """The sizes (field names) the command line sets away from their defaults: a run that does
+    not fit is blamed on one of them first."""
+    defaults = {"n": None, "batch": None, "width": None, "slots": None, "depth": 1, "d": INPUT_DIM}
+    fields = {"n": "context_length", "batch": "batch_size", "width": "glu_width",
+              "slots": "feature_slots", "depth": "depth", "d": "input_dim"}
+    return [fields[name] for name, default in defaults.items() if getattr(args, name) != default]
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     task = _make_task(args)
     model = _make_model(args)
@@ -118,7 +145,11 @@ def cmd_train(args: argparse.Namespace) -> int:
                                         learning_rate=args.lr, seed=args.seed)
     device = resolve_device(args.device)
     out = _check_output(args.json)
-    result = run_experiment(task, model, train_config, device, progress=args.progress)
+    # before anything is built or sampled: a run that cannot fit fails here, in microseconds
+    check_fits(task, model, train_config.batch_size, device, eval_batch_size=EVAL_BATCH,
+               prefer=_sizes_given(args))
+    result = run_experiment(task, model, train_config, device, progress=args.progress,
+                            eval_batch_size=EVAL_BATCH)
     data = result.to_json()
     print(f"task:        {task.describe()}")
     print(f"model:       {model.kind}, depth {model.depth}"
@@ -235,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error: {error.spelled(FLAGS)}", file=sys.stderr)
         return 2
     except TrainingDivergedError as error:
         print(f"error: {error}", file=sys.stderr)

@@ -51,6 +51,7 @@ from nlicl_lib.core.monomials import (
     monomial_count,
     monomial_exponents,
     quadratic_form_matrix,
+    quadratic_pairs,
     squared_norm,
     weighted_second_moment,
 )
@@ -348,7 +349,7 @@ def _best_unit(loss: ExactBlockLoss, a: np.ndarray, b: np.ndarray) -> tuple[np.n
     eye = np.eye(d)
     best_value, best = np.inf, None
     with torch.no_grad():
-        for j, l in itertools.combinations_with_replacement(range(d), 2):
+        for j, l in quadratic_pairs(d):
             a1, b1 = np.vstack([a, eye[j]]), np.vstack([b, eye[l]])
             units = quadratic_form_matrix(torch.as_tensor(a1), torch.as_tensor(b1), d)
             if torch.linalg.matrix_rank(units) < units.shape[0]:

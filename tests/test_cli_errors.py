@@ -1,0 +1,216 @@
+"""Sizes that do not fit: refused at once, with one message naming the parameter (the CLI's flag
+on the command line, the field name in Python), its value, the estimated memory and the largest
+value that fits; and the memory estimate checked against measured peaks."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import torch
+
+from nlicl_lib.core import planning
+from nlicl_lib.core.errors import ConfigError
+from nlicl_lib.core.models import ModelConfig
+from nlicl_lib.core.monomials import MAX_MONOMIALS
+from nlicl_lib.core.planning import check_fits, estimate, largest_fitting, memory_limit_bytes
+from nlicl_lib.core.tasks import TaskConfig
+from nlicl_lib.experiments.cli import FLAGS, main
+
+GIB = 2**30
+LIMIT = 16 * GIB  # a fixed machine for the Python checks: the answers do not depend on this one
+
+# (flags, the flag named, its value, the field name, Python call that fails the same way)
+ABSURD = [
+    (["--n", "100000000"], "--n", 100000000, "context_length",
+     lambda: check_fits(TaskConfig(context_length=100000000), ModelConfig(), 2000, limit=LIMIT)),
+    (["--batch", "100000000"], "--batch", 100000000, "batch_size",
+     lambda: check_fits(TaskConfig(), ModelConfig(), 100000000, limit=LIMIT)),
+    (["--model", "glu-lsa", "--width", "1000000"], "--width", 1000000, "glu_width",
+     lambda: check_fits(TaskConfig(), ModelConfig(kind="glu-lsa", glu_width=1000000), 1000, limit=LIMIT)),
+    (["--d", "100000"], "--d", 100000, "input_dim", lambda: TaskConfig(input_dim=100000)),
+]
+
+
+@pytest.fixture
+def no_training(monkeypatch):
+    """A machine with 16 GiB free (whatever this one has), and a failure if anything is built,
+    sampled or trained."""
+    import nlicl_lib.experiments.run as experiment
+
+    monkeypatch.setattr(planning, "available_memory_bytes", lambda device: LIMIT)
+
+    def boom(*args, **kwargs):  # pragma: no cover - must not be reached
+        raise AssertionError("work started")
+
+    for name in ("train", "build_model", "theory_values", "estimate_loss"):
+        monkeypatch.setattr(experiment, name, boom)
+
+
+@pytest.mark.parametrize(("flags", "flag", "value", "field", "python"), ABSURD,
+                         ids=[case[1] for case in ABSURD])
+def test_cli_refuses_sizes_that_do_not_fit(flags, flag, value, field, python, capsys, tmp_path,
+                                           no_training):
+    out = tmp_path / "out.json"
+    start = time.perf_counter()
+    assert main(["train", *flags, "--json", str(out)]) == 2
+    assert time.perf_counter() - start < 2.0
+    captured = capsys.readouterr()
+    err = captured.err
+    assert captured.out == "" and err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"error: {flag}={value} is not allowed: ")
+    assert "memory" in err and "iB" in err  # the estimate, in bytes
+    assert f"the largest {flag} " in err  # what fits, by the same name
+    assert field not in err and "degree=" not in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(("flags", "flag", "value", "field", "python"), ABSURD,
+                         ids=[case[3] for case in ABSURD])
+def test_python_names_the_field(flags, flag, value, field, python):
+    start = time.perf_counter()
+    with pytest.raises(ConfigError) as info:
+        python()
+    assert time.perf_counter() - start < 1.0
+    error = info.value
+    assert error.param == field and error.value == value
+    text = str(error)
+    assert text.startswith(f"{field}={value} is not allowed: ")
+    assert "memory" in text and "iB" in text and f"the largest {field} " in text
+    assert flag not in text
+
+
+def test_largest_value_is_the_boundary():
+    """The value named fits and the next one does not, exactly (the estimate is in integers)."""
+    task, model = TaskConfig(context_length=100000000), ModelConfig()
+    with pytest.raises(ConfigError) as info:
+        check_fits(task, model, 2000, limit=LIMIT)
+    largest = int(str(info.value).rsplit(" ", 1)[1].replace(",", ""))
+    assert largest == largest_fitting("context_length", task, model, 2000, LIMIT)
+    fits = check_fits(TaskConfig(context_length=largest), model, 2000, limit=LIMIT)
+    assert fits.peak_bytes <= LIMIT
+    assert estimate(TaskConfig(context_length=largest + 1), model, 2000).peak_bytes > LIMIT
+
+
+def test_input_dim_is_named_not_the_degree():
+    """At d above the monomial cap no degree helps: the input dimension is named, with memory
+    and the largest d; a degree that a smaller one would fix is still named as the degree."""
+    with pytest.raises(ConfigError) as info:
+        TaskConfig(input_dim=MAX_MONOMIALS + 1)
+    assert info.value.param == "input_dim" and f"the largest input_dim at degree 1 is {MAX_MONOMIALS:,}" \
+        in str(info.value)
+    TaskConfig(input_dim=MAX_MONOMIALS)  # the largest fits
+    with pytest.raises(ConfigError) as info:
+        TaskConfig(kind="poly", input_dim=100, degree=2)
+    assert info.value.param == "degree" and "the largest degree at d=100 is 1" in str(info.value)
+    assert "the largest input_dim at degree 2 is 61" in str(info.value)  # 61 * 64 / 2 = 1952
+
+
+def test_a_glu_block_on_many_inputs_names_d_in_the_cli(capsys, no_training):
+    """--d 1000 passes the monomial cap, but p_2 = 500500 feature slots do not fit."""
+    assert main(["train", "--model", "glu-lsa", "--d", "1000"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --d=1000 is not allowed: a run that fits in memory")
+    assert "the largest --d that fits is" in err
+
+
+def test_caller_set_size_is_named_first():
+    """--depth 100000 can be fixed by a smaller batch too; the size the caller set is named."""
+    task, model = TaskConfig(), ModelConfig(depth=100000)
+    with pytest.raises(ConfigError) as plain:
+        check_fits(task, model, 2000, limit=LIMIT)
+    with pytest.raises(ConfigError) as preferred:
+        check_fits(task, model, 2000, limit=LIMIT, prefer=("depth",))
+    assert plain.value.param in planning.SIZE_PARAMS
+    assert preferred.value.param == "depth"
+
+
+def test_spelled_renames_the_parameter_and_the_fields_it_mentions():
+    error = ConfigError("input_dim", 7, "the largest input_dim is 5; batch_size and n stay")
+    assert error.spelled(FLAGS) == "--d=7 is not allowed: the largest --d is 5; --batch and n stay"
+    assert ConfigError("depth", 9, "the largest depth is 3").spelled(FLAGS).endswith("largest --depth is 3")
+    assert ConfigError("d", 0, "an integer >= 1").spelled(FLAGS) == "--d=0 is not allowed: an integer >= 1"
+
+
+def test_memory_limit_and_estimate_basics():
+    limit = memory_limit_bytes("cpu")
+    assert limit is None or limit > 0
+    small = estimate(TaskConfig(), ModelConfig(), 1000)
+    double = estimate(TaskConfig(), ModelConfig(), 2000)
+    assert small.train_step_bytes < double.train_step_bytes and small.eval_bytes == double.eval_bytes
+    assert small.peak_bytes == math.ceil(planning.PADDING * max(small.train_step_bytes, small.eval_bytes))
+    assert check_fits(TaskConfig(), ModelConfig(), 1000, limit=small.peak_bytes) == small
+    # counted in Python integers: no overflow however large
+    huge = estimate(TaskConfig(context_length=10**15), ModelConfig(kind="glu-lsa", glu_width=10**12), 10**12)
+    assert huge.peak_bytes > 2**100 and isinstance(huge.peak_bytes, int)
+
+
+MEASURE = textwrap.dedent(r"""
+    import gc, json, sys, torch
+    torch.set_num_threads(1)
+    from nlicl_lib.core.models import ModelConfig, build_model
+    from nlicl_lib.core.planning import estimate
+    from nlicl_lib.core.tasks import TaskConfig
+    from nlicl_lib.training.evaluate import estimate_loss
+    from nlicl_lib.training.train import TrainConfig, train
+
+    def status(key):
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith(key))
+
+    def peak(work):  # the resident set's high-water mark above its level before the work
+        gc.collect()
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # resets VmHWM
+        base = status("VmRSS:")
+        work()
+        return status("VmHWM:") - base
+
+    small = TaskConfig(kind="linear", input_dim=2, context_length=4)
+    train(build_model(ModelConfig(), small), small, TrainConfig(steps=2, batch_size=8), "cpu", progress=False)
+    out = []
+    for task, model, batch in json.loads(sys.argv[1]):
+        task, model = TaskConfig(**task), ModelConfig(**model)
+        net = build_model(model, task)
+        trained = peak(lambda: train(net, task, TrainConfig(steps=2, batch_size=batch), "cpu", progress=False))
+        tested = peak(lambda: estimate_loss(net, task, batch_size=batch, min_prompts=batch, relative_error=10))
+        run = estimate(task, model, batch, batch)
+        out.append([run.train_step_bytes / trained, run.eval_bytes / tested])
+    print(json.dumps(out))
+""")
+
+MEASURED = [
+    ({"kind": "linear", "input_dim": 5, "context_length": 20}, {"kind": "lsa"}, 10000),
+    ({"kind": "poly", "input_dim": 3, "context_length": 40, "degree": 3}, {"kind": "lsa", "depth": 3}, 4000),
+    ({"kind": "poly", "input_dim": 3, "context_length": 20, "degree": 2},
+     {"kind": "glu-lsa", "feature_slots": 8, "glu_width": 64}, 2000),
+]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self (Linux)")
+def test_estimate_bounds_the_measured_peak_within_a_factor_of_three():
+    """A training step (2 steps of ``train``) and a test batch (``estimate_loss``, nothing
+    integrated out), each measured as the process's peak resident set above its level before
+    (large allocations go straight to mmap, so freed memory is returned and not reused unseen).
+    The unpadded counts are above the measured peaks and at most 3 times them (measured: 1.1 to
+    2.4 for training, 1.4 to 3.1 for testing, over these and three GLU cases)."""
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536")
+    result = subprocess.run([sys.executable, "-c", MEASURE, json.dumps(MEASURED)], capture_output=True,
+                            text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr
+    ratios = json.loads(result.stdout.strip().splitlines()[-1])
+    for case, (train_ratio, eval_ratio) in zip(MEASURED, ratios, strict=True):
+        assert 1.0 <= train_ratio <= 3.0, (case, train_ratio)
+        assert 1.0 <= eval_ratio <= 3.0, (case, eval_ratio)
+
+
+def test_estimate_is_float64_aware():
+    single = estimate(TaskConfig(), ModelConfig(), 1000)
+    double = estimate(TaskConfig(), ModelConfig(), 1000, dtype=torch.float64)
+    assert double.train_step_bytes == 2 * single.train_step_bytes
