@@ -1,0 +1,88 @@
+r"""Chapter 4's trained blocks against their exact references: the tables and the values the
+page quotes from :func:`~nlicl_lib.experiments.capacity_sweeps.capacity_sweep` and
+:func:`~nlicl_lib.experiments.capacity_sweeps.threshold_sweep`.
+
+Each trained block's test loss is exact: the loss of Theorem 9 (thm-feature-optimum),
+
+$$\mathcal L(\Gamma) = \operatorname{tr}(\Gamma^\top T \Gamma B)
+ - 2 \operatorname{tr}(\Gamma^\top C C^\top) + \operatorname{tr} S,$$
+
+at the block's own $\Gamma$ and features $\psi = (x; s(x))$, and it is compared with the best loss
+of a block of its size, $\ell_m = \min_{V \subseteq \mathcal Q_2,\ \dim V \le m}
+\mathcal L^*\big((x; V)\big)$ (Proposition 12 (prop-capacity)). The ratios trained / best are
+$\ge 1$ up to the optimiser.
+"""
+
+from __future__ import annotations
+
+from nlicl_lib.experiments.capacity_sweeps import CapacitySweep, ThresholdSweep
+from nlicl_lib.theory.ch4_analysis import OneBlockReferences
+
+
+def distinct_blocks(sweep: CapacitySweep) -> int:
+    """The number of blocks trained: a size in both sweeps ($m = h$) is trained once."""
+    return len(set(map(id, sweep.models.values())))
+
+
+def sweep_report(sweep: CapacitySweep, train_config, normaliser: float) -> str:
+    r"""The page's table of the slot and width sweeps: trained / reference loss over
+    $\mathbb E[y^2]$ = ``normaliser`` for each size, references ``sweep.subspace[m]`` (slots) and
+    ``sweep.glu[h]`` (units)."""
+    lines = [f"{distinct_blocks(sweep)} distinct blocks, {train_config.steps} steps of "
+             f"{train_config.batch_size} prompts,\ntrained together in {sweep.seconds:.1f} s on "
+             f"{sweep.device}\n",
+             "loss / E[y^2] of one block, trained / reference:",
+             " size   m slots (h = max(m, p2))   h units (m = max(h, p2))"]
+    for m, h in zip(sweep.slot_values, sweep.width_values, strict=True):
+        lines.append(f"  {m}     {sweep.slots_loss[m] / normaliser:.4f} / "
+                     f"{sweep.subspace[m].loss / normaliser:.4f}"
+                     f"            {sweep.width_loss[h] / normaliser:.4f} / "
+                     f"{sweep.glu[h].loss / normaliser:.4f}")
+    return "\n".join(lines)
+
+
+def sweep_ratios(sweep: CapacitySweep) -> list[float]:
+    r"""Trained loss over the best loss of its size: every slot count, then every width."""
+    return ([sweep.slots_loss[m] / sweep.subspace[m].loss for m in sweep.slot_values]
+            + [sweep.width_loss[h] / sweep.glu[h].loss for h in sweep.width_values])
+
+
+def sweep_values(sweep: CapacitySweep, references: OneBlockReferences) -> dict[str, float | int]:
+    r"""Glued by the page: the smallest and largest trained / best ratio, the block with
+    $m = p_2$ slots over the kernel optimum $\mathcal L^*((x; \phi_2))$, the training seconds and
+    the number of distinct blocks."""
+    ratios = sweep_ratios(sweep)
+    return {"min_ratio": min(ratios), "max_ratio": max(ratios),
+            "threshold_ratio": sweep.slots_loss[references.p2] / references.kernel,
+            "train_seconds": sweep.seconds, "distinct_blocks": distinct_blocks(sweep)}
+
+
+def threshold_report(threshold: ThresholdSweep) -> str:
+    r"""The page's table of :func:`threshold_sweep`: for each $d$ (with its $n$ and $p_2$) and
+    each trained size, trained / best loss over $\mathbb E[y^2]$ with slots and with units."""
+    lines = [f"references {threshold.reference_seconds:.1f} s, blocks trained "
+             f"{threshold.train_seconds:.1f} s\n",
+             "loss / E[y^2] of one block, trained / best of its size:",
+             " d   n  p2  size  m slots, h = max(m, p2)  h units, m = max(h, p2)"]
+    for d, c in threshold.curves.items():
+        for k, v in enumerate(c.trained_slots):
+            lead = f"{d:2d}  {c.task.context_length:2d}  {c.p2:2d}" if k == 0 else " " * 10
+            lines.append(f"{lead}  {v:4d}  {c.trained_slots[v]:.4f} / {c.slot_loss[v]:.4f}"
+                         f"        {c.trained_widths[v]:.4f} / {c.width_loss[v]:.4f}")
+    return "\n".join(lines)
+
+
+def threshold_values(threshold: ThresholdSweep) -> dict[str, float | str]:
+    r"""Glued by the page: the range of trained / best ratios; per $d$ the kernel optimum, the
+    best block one slot short of $p_2$ and the trained full block over it; and the width from
+    which $h$ units do as well as $h$ slots (``"h = d"`` when that is $d$ for every $d$,
+    Proposition 12 (prop-capacity), item 1)."""
+    ratios = [r for c in threshold.curves.values() for r in c.trained_ratios()]
+    values: dict[str, float | str] = {"thr_min_ratio": min(ratios), "thr_max_ratio": max(ratios)}
+    for d, c in threshold.curves.items():
+        values[f"kernel_d{d}"] = c.kernel
+        values[f"short_d{d}"] = c.slot_loss[c.p2 - 1] / c.kernel
+        values[f"full_d{d}"] = c.trained_slots[c.p2] / c.kernel
+    first = [c.units_match_from() for c in threshold.curves.values()]
+    values["units_match"] = "h = d" if first == list(threshold.curves) else f"h = {first}"
+    return values

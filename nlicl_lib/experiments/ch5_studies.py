@@ -1,0 +1,163 @@
+r"""Chapter 5's trained stacks against the greedy block-coordinate reference: the tables of the
+committed depth studies (:mod:`nlicl_lib.experiments.depth_study`) and the cubic study, where a
+second block whose GLU reads the slots raises the degree of the features.
+
+Both the trained stacks and the reference compute the recursion of Theorem 13
+(thm-depth-bcd),
+
+$$r^{(\ell)}_i = r^{(\ell-1)}_i - \psi_\ell(x_i)^\top\Gamma_\ell\, g_\ell, \qquad
+\hat y = \sum_\ell \psi_\ell(x_{n+1})^\top\Gamma_\ell\, g_\ell,$$
+
+the reference with the greedy $\Gamma_\ell$ of Proposition 15 (prop-greedy-reference), whose
+loss can only fall with depth. Losses are printed over $\mathbb E[y^2]$.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nlicl_lib.core.errors import ConfigError, check_int
+from nlicl_lib.core.tasks import TaskConfig
+from nlicl_lib.experiments.depth_study import budget_pairs
+from nlicl_lib.experiments.depth_sweep import DepthSweep, depth_sweep, shape_key
+from nlicl_lib.theory.closed_forms import kernel_features, null_loss, one_step_gd_optimum
+from nlicl_lib.theory.depth import GreedyReference, greedy_reference, schedule_features
+
+
+def study_report(study: dict) -> str:
+    r"""A committed depth study's table: per depth $L$ (up to the deepest), the trained stack
+    of each slot count (``-`` where none was trained) and its greedy reference."""
+    null = study["null_loss"]
+    lines = [f"{len(study['trained'])} stacks, {study['training']['steps']} steps of "
+             f"{study['training']['batch_size']} prompts, {study['train_seconds']:.0f} s on "
+             f"{study['device']};\ntest: "
+             f"{study['references'][str(study['slots'][0])]['test_contexts']:,} fresh contexts",
+             " L" + "".join(f"   trained m={m}   reference" for m in study["slots"])
+             + "  (loss / E[y²])"]
+    for L in range(1, max(study["depths"]) + 1):
+        row = f" {L}"
+        for m in study["slots"]:
+            run = study["trained"].get(shape_key(m, L))
+            row += f"   {run['loss'] / null:.4f}" if run else "         - "
+            row += f"      {study['references'][str(m)]['loss'][L - 1] / null:.4f}"
+        lines.append(row)
+    return "\n".join(lines)
+
+
+def budget_report(study: dict, narrow: int, wide: int) -> str:
+    """The narrow and wide stacks paired at at most the same trained weights, then at the same
+    number of features written (:func:`~nlicl_lib.experiments.depth_study.budget_pairs`)."""
+    lines = []
+    for kind in ("weights", "features"):
+        lines.append(f"at most the same {kind}:  narrow (m = {narrow})        wide (m = {wide})")
+        for pair in budget_pairs(study, narrow, wide, kind):
+            lines.append(f"  L = {pair.narrow_depth} ({pair.narrow_budget:4d}): "
+                         f"{pair.narrow_loss:.4f}      L = {pair.wide_depth} "
+                         f"({pair.wide_budget:4d}): {pair.wide_loss:.4f}")
+    return "\n".join(lines)
+
+
+def narrow_study_report(study: dict) -> str:
+    r"""A study of one slot count $m < p_2$: the best single block with $m$ slots and with all
+    $p_2$ (token size $D = d + p_2 + 1$), then per depth the trained stack (± standard error),
+    its reference and the largest test context's share of its loss."""
+    null, (m,) = study["null_loss"], study["slots"]
+    d, n, p2 = study["task"]["input_dim"], study["task"]["context_length"], study["p2"]
+    lines = [f"d = {d}, n = {n}, m = {m} slots; best single block with {m} slots "
+             f"{study['single_block'][str(m)] / null:.4f},\n  with all {p2} "
+             f"{study['kernel_optimum'] / null:.4f} (D = {d + p2 + 1})",
+             f" L   trained m={m}          reference   largest context's share"]
+    for L in study["depths"]:
+        run = study["trained"][shape_key(m, L)]
+        lines.append(f" {L}   {run['loss'] / null:.4f} ± {run['std_error'] / null:.4f}"
+                     f"    {study['references'][str(m)]['loss'][L - 1] / null:.4f}"
+                     f"      {run['worst_share']:6.1%}")
+    return "\n".join(lines)
+
+
+@dataclass
+class CubicStudy:
+    r"""One and two trained blocks with $m$ slots on a cubic task, the greedy reference over
+    (quadratics, cubics), the best single block ($x$ and quadratics, any $m$: one GD step on
+    $(x; \phi_2)$) and one GD step on all monomials of degree $\le 3$. Unnormalised losses;
+    ``null_loss`` $= \mathbb E[y^2]$ of the task."""
+
+    task: TaskConfig
+    slots: int
+    train_config: object
+    sweep: DepthSweep
+    reference: GreedyReference
+    null_loss: float
+    one_block: float
+    all_features: float
+    all_monomials: int
+
+    @property
+    def keys(self) -> tuple[str, str]:
+        """The sweep keys of the one- and two-block stacks."""
+        return shape_key(self.slots, 1), shape_key(self.slots, 2)
+
+    def report(self) -> str:
+        one, two = self.keys
+        null, sweep, reference = self.null_loss, self.sweep, self.reference
+        lines = [f"cubic task: 2 stacks, {self.train_config.steps} steps of "
+                 f"{self.train_config.batch_size} prompts in {sweep.seconds:.1f} s"]
+        for name, value, error in [
+                ("trained, L = 1", sweep.loss[one], sweep.std_error[one]),
+                ("trained, L = 2", sweep.loss[two], sweep.std_error[two]),
+                ("greedy reference, L = 2", reference.loss[1], reference.std_error[1])]:
+            lines.append(f"  {name:24s} {value / null:.4f} ± {error / null:.4f}")
+        lines += [f"  one trained block, exact: {sweep.exact[one] / null:.4f}",
+                  f"best single block, any m (x and quadratics): {self.one_block / null:.4f}",
+                  f"one GD step on all {self.all_monomials} monomials of degree ≤ 3: "
+                  f"{self.all_features / null:.4f}"]
+        return "\n".join(lines)
+
+    def side_of_all_features(self, value: float, error: float) -> str:
+        """Where ``value`` ± 2 ``error`` lies against one GD step on all monomials."""
+        if value + 2 * error < self.all_features:
+            return "below"
+        if value - 2 * error > self.all_features:
+            return "above"
+        return "within two standard errors of"
+
+    def glue_values(self) -> dict[str, float | str]:
+        """The values the page quotes, by glue name."""
+        one, two = self.keys
+        null, sweep, reference = self.null_loss, self.sweep, self.reference
+        return {
+            "cubic_depth1": sweep.exact[one] / null,
+            "cubic_depth1_estimate": sweep.normalised(one),
+            "cubic_depth1_err": sweep.std_error[one] / null,
+            "cubic_depth2": sweep.normalised(two),
+            "cubic_depth2_err": sweep.std_error[two] / null,
+            "cubic_reference2": float(reference.normalised()[1]),
+            "cubic_one_block": self.one_block / null,
+            "cubic_all_features": self.all_features / null,
+            "cubic_trained_vs_all": self.side_of_all_features(sweep.loss[two],
+                                                              sweep.std_error[two]),
+            "cubic_reference_vs_all": self.side_of_all_features(reference.loss[1],
+                                                                reference.std_error[1]),
+        }
+
+
+def cubic_study(task: TaskConfig, slots: int, train_config, test_prompts: int,
+                fit_contexts: int, test_contexts: int, batch_size: int) -> CubicStudy:
+    r"""Train stacks of 1 and 2 blocks with ``slots`` on the cubic ``task`` in one ensemble
+    (:func:`~nlicl_lib.experiments.depth_sweep.depth_sweep`, the second GLU reads the slots),
+    then the greedy reference on the schedule (quadratics, cubics) and the two exact one-step
+    optima (Theorem 9 (thm-feature-optimum)) on $(x; \phi_2)$ and on all monomials."""
+    if task.kind != "poly" or task.degree != 3:
+        raise ConfigError("task", f"kind={task.kind!r}, degree={task.degree}",
+                          "the cubic task: kind='poly', degree=3")
+    slots = check_int("slots", slots, minimum=1)
+    sweep = depth_sweep(task, [(slots, 1), (slots, 2)], train_config, test_prompts=test_prompts)
+    reference = greedy_reference(task, schedule_features(task, slots, 2),
+                                 fit_contexts=fit_contexts, test_contexts=test_contexts,
+                                 batch_size=batch_size)
+    n, d = task.context_length, task.input_dim
+    everything = kernel_features(d, 3)
+    one_block = one_step_gd_optimum(task.target_features, kernel_features(d, 2), n).loss
+    all_features = one_step_gd_optimum(task.target_features, everything, n).loss
+    return CubicStudy(task, slots, train_config, sweep, reference, null_loss(task), one_block,
+                      all_features, everything.num_outputs)

@@ -1,0 +1,170 @@
+"""Chapter 4's figures (nlicl_lib.book.ch4_figures) and the analysis behind them
+(nlicl_lib.theory.ch4_analysis, nlicl_lib.experiments.ch4_studies), on cheap real computations:
+the quadratic task in d = 2 (p2 = 3), blocks trained for 30 steps."""
+
+from __future__ import annotations
+
+from math import comb
+
+import numpy as np
+import pytest
+import torch
+
+from nlicl_lib import TaskConfig, TrainConfig
+from nlicl_lib.book import ch4_figures
+from nlicl_lib.core.errors import ConfigError
+from nlicl_lib.experiments import capacity_sweeps, ch4_studies
+from nlicl_lib.theory import ch4_analysis
+from nlicl_lib.theory.capacity import best_coordinate_subset
+
+SIZES = [1, 2, 3, 4]
+STEPS = 30
+
+
+@pytest.fixture(scope="module")
+def computed():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    task = TaskConfig(kind="poly", input_dim=2, context_length=10, degree=2)
+    config = TrainConfig(steps=STEPS, batch_size=64, learning_rate=0.02, seed=0)
+    references = ch4_analysis.one_block_references(task)
+    sweep = capacity_sweeps.capacity_sweep(task, SIZES, SIZES, config, progress=False)
+    threshold = capacity_sweeps.threshold_sweep([2], [10], config, progress=False)
+    torch.set_num_threads(threads)
+    return task, config, references, sweep, threshold
+
+
+def _panels(fig) -> list[list]:
+    """The traces of each slider panel, in the order of the figure's slider grid."""
+    owner = fig.layout.meta["nlicl_sliders"]["panel_of_trace"]
+    return [[t for t, p in zip(fig.data, owner, strict=True) if p == k]
+            for k in range(max(owner) + 1)]
+
+
+def _names(traces) -> list[str]:
+    return [t.name for t in traces]
+
+
+def test_references_are_the_capacity_module_s_and_ordered(computed):
+    task, _, references, _, _ = computed
+    assert references.p2 == 3 and sorted(references.subspace) == [0, 1, 2, 3]
+    assert sorted(references.units) == [1, 2, 3]
+    assert references.kernel == best_coordinate_subset(task, 3).loss
+    assert references.linear == references.subspace[0].loss
+    losses = [references.subspace[m].loss for m in range(4)]
+    # the best span falls with every slot and never beats the kernel step or the best monomials
+    assert all(a > b for a, b in zip(losses, losses[1:], strict=False))
+    assert losses[-1] == pytest.approx(references.kernel, rel=1e-9)
+    for m in range(4):
+        assert references.subspace[m].loss <= references.coordinate[m].loss * (1 + 1e-9)
+    values = references.glue_values()
+    assert values["p2"] == 3 and values["kernel_norm"] == references.kernel / references.normaliser
+    assert values["monomial_gap"] == values["unit_gap"] == "equal"  # m = p2 = 3: all monomials
+    # the best single slot is ||x||^2 (Proposition 12): equal coefficients on the squares
+    assert references.best_single_slot() == "1.00 x1^2 + 1.00 x2^2"
+
+
+def test_the_tables_fit_78_columns_and_quote_every_size(computed):
+    _, config, references, sweep, threshold = computed
+    texts = [references.report(), ch4_studies.sweep_report(sweep, config, references.normaliser),
+             ch4_studies.threshold_report(threshold), ch4_analysis.embedding_table([2, 50], [2, 4])]
+    for text in texts:
+        assert max(len(line) for line in text.splitlines()) <= 78
+    sweep_rows = ch4_studies.sweep_report(sweep, config, references.normaliser).splitlines()[-4:]
+    for m, row in zip(SIZES, sweep_rows, strict=True):
+        assert row.split()[0] == str(m)
+        assert f"{sweep.slots_loss[m] / references.normaliser:.4f}" in row
+
+
+def test_sweep_values_are_ratios_to_the_reference_of_each_size(computed):
+    _, _, references, sweep, threshold = computed
+    ratios = ch4_studies.sweep_ratios(sweep)
+    assert len(ratios) == 2 * len(SIZES)
+    assert ratios[0] == sweep.slots_loss[1] / sweep.subspace[1].loss
+    values = ch4_studies.sweep_values(sweep, references)
+    assert values["min_ratio"] == min(ratios) and values["max_ratio"] == max(ratios)
+    assert values["distinct_blocks"] == 6  # (m, h) = (1..3, 3) slots, (3, 1..2) units, (4, 4)
+    assert values["threshold_ratio"] == sweep.slots_loss[3] / references.kernel
+    found = ch4_studies.threshold_values(threshold)
+    assert found["units_match"] == "h = d"  # d = 2 units write ||x||^2 (Proposition 12, item 1)
+    assert set(found) == {"thr_min_ratio", "thr_max_ratio", "kernel_d2", "short_d2", "full_d2",
+                          "units_match"}
+
+
+def test_capacity_figure_draws_the_trained_blocks_on_their_references(computed):
+    _, _, references, sweep, _ = computed
+    fig = ch4_figures.capacity_figure(sweep, references)
+    slots, widths = _panels(fig)
+    assert _names(slots) == ["trained block (exact test loss)",
+                             "best span the block can write (reference)", "best m monomials",
+                             "full one-step kernel GD (m = h = p₂)", "no slots: linear GD on x",
+                             "threshold p₂ = 3"]
+    assert _names(widths) == [n for n in _names(slots) if n != "best m monomials"]
+    norm = references.normaliser
+    assert list(slots[0].y) == [sweep.slots_loss[m] / norm for m in SIZES]
+    assert list(slots[1].y) == [sweep.subspace[m].loss / norm for m in SIZES]
+    assert list(widths[1].y) == [sweep.glu[h].loss / norm for h in SIZES]
+    assert slots[1].line.dash == "dash" and slots[0].mode == "lines+markers"
+    assert fig.layout.xaxis.title.text == "block size: slots m or GLU width h"
+    assert fig.layout.yaxis.title.text == "test loss / E[y²]"
+    assert fig.layout.meta["nlicl_sliders"]["values"] == [["slots m", "width h"]]
+
+
+def test_training_curves_have_one_panel_per_sweep_and_size(computed):
+    _, config, references, sweep, _ = computed
+    fig = ch4_figures.training_curves_figure(sweep, references, window=5)
+    panels = _panels(fig)
+    assert len(panels) == 2 * len(SIZES)
+    for panel in panels:
+        assert _names(panel) == ["trained block", "reference (best span of this size)",
+                                 "full one-step kernel GD"]
+        assert len(panel[0].x) == config.steps - 5 + 1 and panel[0].x[-1] == config.steps
+    history = sweep.history[("width", 2)]
+    width2 = panels[len(SIZES) + 1]  # the grid runs over (vary, size): width, h = 2
+    assert width2[0].y[0] == pytest.approx(np.mean(history[:5]) / references.normaliser,
+                                           rel=1e-12)
+    assert width2[1].y[0] == sweep.glu[2].loss / references.normaliser
+    assert fig.layout.yaxis.title.text == "batch loss / E[y²] (mean of 5 steps)"
+    assert fig.layout.xaxis.title.text == "training step" and fig.layout.yaxis.type == "log"
+    with pytest.raises(ConfigError, match="window"):
+        ch4_figures.training_curves_figure(sweep, references, window=STEPS + 1)
+
+
+def test_threshold_figure_has_a_panel_per_dimension_and_sweep(computed):
+    *_, threshold = computed
+    fig = ch4_figures.threshold_figure(threshold)
+    slots, widths = _panels(fig)
+    assert _names(slots) == ["best block of this size (exact)", "trained block (exact loss)",
+                             "kernel optimum L*((x; φ₂))", "threshold p₂ = 3"]
+    assert _names(widths)[:2] == ["best block of this size (exact)", "best block with h slots"]
+    curve = threshold.curves[2]
+    assert list(slots[0].y) == list(curve.slot_loss.values())
+    assert list(widths[2].x) == list(curve.trained_widths)
+    assert fig.layout.meta["nlicl_sliders"]["titles"] == ["d = 2: m slots, h = max(m, p₂)",
+                                                          "d = 2: h units, m = max(h, p₂)"]
+    assert fig.layout.xaxis.title.text == "slots m or GLU width h"
+
+
+def test_embedding_figure_counts_monomials_exactly():
+    fig = ch4_figures.embedding_figure([2, 3], max_input_dim=10)
+    assert _names(fig.data) == ["k = 2: p₂ + … + p_k", "k = 2: d^k / k!",
+                                "k = 3: p₂ + … + p_k", "k = 3: d^k / k!"]
+    counted = list(fig.data[2].y)
+    assert counted == [comb(d + 1, 2) + comb(d + 2, 3) for d in range(1, 11)]
+    assert fig.data[3].y[-1] == pytest.approx(1000 / 6, rel=1e-15)
+    assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.title.text == "slots m = p₂ + … + p_k"
+    with pytest.raises(ConfigError, match="degree"):
+        ch4_figures.embedding_figure([1])
+
+
+def test_embedding_values_and_short_context_values():
+    cubic = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=3)
+    values = ch4_analysis.embedding_values(cubic)
+    assert values["slots_d10_k3"] == 55 + 220 and values["slots_d10_k4"] == 55 + 220 + 715
+    assert 0 < values["cubic_bound"] < 1
+    table = ch4_analysis.embedding_table([10], [2, 3]).splitlines()
+    assert table[2].split() == ["10", "2", "55", "55", "66", "4,225"]
+    short = ch4_analysis.short_context_values(input_dim=2, context_length=10)
+    assert short["kernel_d2_n10"] < short["linear_d2_n10"] < 1
+    with pytest.raises(ConfigError, match="task"):
+        ch4_analysis.one_block_references(cubic)
