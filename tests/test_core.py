@@ -40,14 +40,14 @@ from nlicl_lib.theory.values import theory_values
 # ---------------------------------------------------------------- validation (library)
 
 BAD_TASKS = [
-    ({"input_dim": 0}, "d"),
-    ({"context_length": 0}, "n"),
-    ({"noise_std": -0.1}, "noise"),
+    ({"input_dim": 0}, "input_dim"),
+    ({"context_length": 0}, "context_length"),
+    ({"noise_std": -0.1}, "noise_std"),
     ({"kind": "cubic"}, "task"),
     ({"kind": "poly", "degree": 0}, "degree"),
     ({"kind": "poly", "input_dim": 20, "degree": 5}, "degree"),  # 53130 monomials
     ({"kind": "linear", "degree": 2}, "degree"),
-    ({"noise_std": float("nan")}, "noise"),
+    ({"noise_std": float("nan")}, "noise_std"),
 ]
 
 
@@ -74,7 +74,7 @@ def test_bad_train_config(kwargs, param):
 @pytest.mark.parametrize(
     ("kwargs", "param"),
     [({"kind": "mlp"}, "model"), ({"depth": 0}, "depth"), ({"kind": "glu-lsa", "feature_slots": 0},
-     "slots"), ({"kind": "glu-lsa", "glu_width": 0}, "width"), ({"attention": "soft"}, "attention")],
+     "feature_slots"), ({"kind": "glu-lsa", "glu_width": 0}, "glu_width"), ({"attention": "soft"}, "attention")],
 )
 def test_bad_model_config(kwargs, param):
     with pytest.raises(ConfigError) as info:

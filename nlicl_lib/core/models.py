@@ -125,14 +125,14 @@ class GLU(nn.Module):
         init: str = "normal",
     ):
         super().__init__()
-        self.input_dim = check_int("d", input_dim, minimum=1)
-        self.feature_slots = check_int("slots", feature_slots, minimum=0)
+        self.input_dim = check_int("input_dim", input_dim, minimum=1)
+        self.feature_slots = check_int("feature_slots", feature_slots, minimum=0)
         self.width = check_int("width", width, minimum=1)
         self.reads = check_choice("glu_reads", reads, GLU_READS)
         self.writes = check_choice("glu_writes", writes, GLU_WRITES)
         self.activation = check_choice("activation", activation, ACTIVATIONS)
         if writes == "slots" and feature_slots < 1:
-            check_int("slots", feature_slots, minimum=1)
+            check_int("feature_slots", feature_slots, minimum=1)
         dim = input_dim + feature_slots + 1
         n_read = {"x": input_dim, "x+slots": input_dim + feature_slots, "all": dim}[reads]
         n_write = feature_slots if writes == "slots" else dim
@@ -275,9 +275,9 @@ class ModelConfig:
         if self.feature_slots is not None:
             minimum = 1 if self.kind == "glu-lsa" and self.glu_writes == "slots" else 0
             object.__setattr__(self, "feature_slots",
-                               check_int("slots", self.feature_slots, minimum=minimum))
+                               check_int("feature_slots", self.feature_slots, minimum=minimum))
         if self.glu_width is not None:
-            object.__setattr__(self, "glu_width", check_int("width", self.glu_width, minimum=1))
+            object.__setattr__(self, "glu_width", check_int("glu_width", self.glu_width, minimum=1))
         if self.attention is not None:
             check_choice("attention", self.attention, ATTENTION_KINDS)
         if self.glu_reads is not None:
@@ -288,7 +288,7 @@ class ModelConfig:
             check_choice("glu_init", self.glu_init, GLU_INITS)
         check_float("attention_init_std", self.attention_init_std, minimum=0.0)
         if self.kind == "lsa" and (self.glu_width is not None):
-            raise ConfigError("width", self.glu_width, "no GLU width for model 'lsa'")
+            raise ConfigError("glu_width", self.glu_width, "no GLU width for model 'lsa'")
 
     def resolved(self, task: TaskConfig) -> ModelConfig:
         """Fill the ``None`` defaults for ``task``."""

@@ -52,9 +52,9 @@ class TaskConfig:
 
     def __post_init__(self) -> None:
         check_choice("task", self.kind, TASK_KINDS)
-        object.__setattr__(self, "input_dim", check_int("d", self.input_dim, minimum=1))
-        object.__setattr__(self, "context_length", check_int("n", self.context_length, minimum=1))
-        object.__setattr__(self, "noise_std", check_float("noise", self.noise_std, minimum=0.0))
+        object.__setattr__(self, "input_dim", check_int("input_dim", self.input_dim, minimum=1))
+        object.__setattr__(self, "context_length", check_int("context_length", self.context_length, minimum=1))
+        object.__setattr__(self, "noise_std", check_float("noise_std", self.noise_std, minimum=0.0))
         degree = check_int("degree", self.degree, minimum=1)
         if self.kind == "linear" and degree != 1:
             raise ConfigError("degree", degree, "1 for the linear task (use task='poly')")
@@ -246,7 +246,7 @@ def sample_prompts(
     reproducible on its own), in parts of :data:`PART_SIZE` prompts with their own generators,
     filled in parallel on CPU; the result does not depend on the number of threads.
     """
-    batch_size = check_int("batch", batch_size, minimum=1)
+    batch_size = check_int("batch_size", batch_size, minimum=1)
     device = torch.device(device)
     n, d = task.context_length, task.input_dim
     num_coefficients = d if task.kind == "linear" else task.target_features.num_outputs
