@@ -19,17 +19,17 @@ from nlicl_lib import (
     TrainingDivergedError,
     run_experiment,
 )
-from nlicl_lib.book.panels import PANELS
-from nlicl_lib.book.widgets import (
+from nlicl_lib.book.panel_figure import smooth_curve
+from nlicl_lib.book.panel_params import Param
+from nlicl_lib.book.panel_plan import (
     MEMORY_CAP_BYTES,
-    Param,
-    TrainingPanel,
     estimate_memory_bytes,
     eval_batch_size,
     format_seconds,
     memory_limit_bytes,
-    smooth_curve,
 )
+from nlicl_lib.book.panels import PANELS
+from nlicl_lib.book.widgets import TrainingPanel
 from nlicl_lib.core.book_refs import ref
 from nlicl_lib.core.device import describe_device, resolve_device
 

@@ -11,7 +11,8 @@ for accuracy.
 
 from __future__ import annotations
 
-from nlicl_lib.book.widgets import Param, Settings, TrainingPanel
+from nlicl_lib.book.panel_params import Param, Settings
+from nlicl_lib.book.widgets import TrainingPanel
 from nlicl_lib.core.errors import ConfigError
 from nlicl_lib.core.models import ModelConfig
 from nlicl_lib.core.tasks import TaskConfig

@@ -1,8 +1,8 @@
 r"""Live training panels for readers with a kernel (Jupyter, Binder, Colab): ipywidgets.
 
 A chapter builds a :class:`TrainingPanel` in a few lines: which parameters get a control
-(:class:`Param`), and a function mapping the controls' values to the run's
-``(TaskConfig, ModelConfig, TrainConfig)``. The panel then offers
+(:class:`~nlicl_lib.book.panel_params.Param`), and a function mapping the controls' values to
+the run's ``(TaskConfig, ModelConfig, TrainConfig)``. The panel then offers
 
 * a slider (or toggle buttons) per parameter, a **Train** button and a progress bar;
 * a line with the device (``device="auto"``: CUDA when present, else MPS, else the CPU) and
@@ -15,13 +15,23 @@ A chapter builds a :class:`TrainingPanel` in a few lines: which parameters get a
   settings of the last run. Losses are normalised by $\mathbb E[y^2]$ (the zero predictor's
   loss).
 
+This module is the controller: it builds the widgets, trains with progress, reports a refused
+setting, a divergence or a failure as a message, and redraws. Each of its other jobs has a
+module of its own:
+
+* :mod:`nlicl_lib.book.panel_params`: the parameters and their controls;
+* :mod:`nlicl_lib.book.panel_plan`: the memory estimate, its limit and the expected time;
+* :mod:`nlicl_lib.book.panel_figure`: the figure of the runs against their theory;
+* :mod:`nlicl_lib.book.panel_static`: the static HTML shown in the book build.
+
 Runs go through :func:`nlicl_lib.experiments.run.run_experiment`, so a panel's result *is* the
 library's result for the same settings. They are synchronous: while one runs, the kernel
 handles no other widget message, so a second press of Train or a slider move waits until the
 run has ended and cannot mix into it; Train and the controls are also disabled during the run,
 the settings are copied when it starts, and the result is tagged with that copy. Settings whose
-estimated memory (:func:`estimate_memory_bytes`) exceeds the limit
-(:func:`memory_limit_bytes`) are refused with a message before anything is allocated.
+estimated memory (:func:`~nlicl_lib.book.panel_plan.estimate_memory_bytes`) exceeds the limit
+(:func:`~nlicl_lib.book.panel_plan.memory_limit_bytes`) are refused with a message before
+anything is allocated.
 
 Figures are drawn into an ``ipywidgets.Output`` with :func:`nlicl_lib.book.display.show`
 (plotly's own renderer, live), so no extra package is needed (plotly's ``go.FigureWidget``
@@ -37,314 +47,39 @@ sweeps instead), and the site needs no widget manager.
 
 from __future__ import annotations
 
-import itertools
-import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from html import escape
 from typing import Any
 
 import ipywidgets as widgets
-import numpy as np
 import plotly.graph_objects as go
-import torch
 from IPython.display import clear_output, display, publish_display_data
-from plotly.subplots import make_subplots
 
 from nlicl_lib.book import display as book_display
-from nlicl_lib.book.plots import COLORS
-from nlicl_lib.core import planning
-from nlicl_lib.core.book_refs import ref
+from nlicl_lib.book.panel_figure import PanelResult, panel_figure
+from nlicl_lib.book.panel_params import Configure, Param, Settings, describe_settings
+from nlicl_lib.book.panel_plan import (
+    MEMORY_CAP_BYTES,
+    Plan,
+    SpeedKey,
+    estimate_html,
+    eval_batch_size,
+    format_seconds,
+    plan_run,
+    speed_key,
+    time_training_step,
+)
+from nlicl_lib.book.panel_static import StaticControl, static_panel_html, static_panel_text
 from nlicl_lib.core.device import describe_device, resolve_device
 from nlicl_lib.core.errors import ConfigError, TrainingDivergedError
-from nlicl_lib.core.models import ModelConfig, build_model
-from nlicl_lib.core.planning import format_bytes
+from nlicl_lib.core.models import ModelConfig
 from nlicl_lib.core.tasks import TaskConfig
-from nlicl_lib.experiments.run import ExperimentResult, run_experiment
+from nlicl_lib.experiments.run import run_experiment
 from nlicl_lib.theory.values import TheoryValues, theory_values
-from nlicl_lib.training.train import TrainConfig, train
+from nlicl_lib.training.train import TrainConfig
 
-Settings = dict[str, Any]
-Configure = Callable[[Settings], tuple[TaskConfig, ModelConfig, TrainConfig]]
 Theory = Callable[[TaskConfig, ModelConfig], TheoryValues]
-
-EVAL_BATCH = planning.EVAL_BATCH
-"""Prompts per batch of :func:`nlicl_lib.training.evaluate.estimate_loss` (its default)."""
-EVAL_TOKENS = EVAL_BATCH * 21
-"""Tokens per test batch of a panel: the library's default batch at $n = 20$."""
-EVAL_MIN_PROMPTS = 40000
-"""Prompts :func:`~nlicl_lib.training.evaluate.estimate_loss` draws at least (its default)."""
-MEMORY_CAP_BYTES = 768 * 2**20
-"""Most working memory a panel run may take on the CPU. A Binder session has 2 GB for the
-server, the kernel and the run; a chapter's kernel takes about 0.5 GB with its own data
-(``make notebook-test`` measures it), and the estimate is an upper bound."""
-MAX_CURVE_POINTS = 12
-"""Theory points drawn along ``x_param`` (every slider position when there are fewer)."""
-
-
-# --- parameters ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Param:
-    """One control of a panel.
-
-    ``name`` is the key in the settings dict; ``label`` the text next to the control (give
-    the paper's symbol, e.g. ``"depth L"``). Numbers get a slider from ``minimum`` to
-    ``maximum`` by ``step`` (``log=True``: a log-scale slider, for a positive float such as a
-    learning rate); ``options`` gives toggle buttons instead. The type of ``default`` decides
-    between an integer and a float slider.
-    """
-
-    name: str
-    label: str
-    default: Any
-    minimum: float | None = None
-    maximum: float | None = None
-    step: float | None = None
-    options: tuple | None = None
-    log: bool = False
-    help: str = ""
-
-    def __post_init__(self) -> None:
-        if self.options is not None:
-            object.__setattr__(self, "options", tuple(self.options))
-            if self.default not in self.options:
-                raise ConfigError(self.name, self.default, "one of " + repr(self.options))
-            return
-        if self.minimum is None or self.maximum is None:
-            raise ConfigError(self.name, None, "a minimum and a maximum (or options)")
-        if not self.minimum <= self.default <= self.maximum:
-            raise ConfigError(self.name, self.default,
-                              f"a default between {self.minimum} and {self.maximum}")
-        if self.log and (self.minimum <= 0 or self.is_int):
-            raise ConfigError(self.name, self.minimum, "a positive float range for log=True")
-
-    @property
-    def is_int(self) -> bool:
-        return (self.options is None and isinstance(self.default, int)
-                and not isinstance(self.default, bool))
-
-    def make_widget(self):
-        """The ipywidgets control (core widgets only: Colab's ipywidgets 7 has them too)."""
-
-        common = {"description": self.label, "style": {"description_width": "initial"},
-                  "layout": widgets.Layout(width="auto", max_width="460px")}
-        if self.options is not None:
-            control = widgets.ToggleButtons(
-                options=list(self.options), value=self.default, description=self.label,
-                style={"description_width": "initial", "button_width": "auto"})
-        elif self.is_int:
-            control = widgets.IntSlider(value=self.default, min=int(self.minimum),
-                                        max=int(self.maximum), step=int(self.step or 1),
-                                        continuous_update=False, **common)
-        elif self.log:
-            control = widgets.FloatLogSlider(
-                value=self.default, base=10, min=math.log10(self.minimum),
-                max=math.log10(self.maximum), step=self.step or 0.1,
-                continuous_update=False, readout_format=".3g", **common)
-        else:
-            control = widgets.FloatSlider(
-                value=self.default, min=self.minimum, max=self.maximum,
-                step=self.step or (self.maximum - self.minimum) / 100,
-                continuous_update=False, readout_format=".3g", **common)
-        # ipywidgets 8 calls it `tooltip`, 7 (Colab's) `description_tooltip`
-        tooltip = "tooltip" if control.has_trait("tooltip") else "description_tooltip"
-        setattr(control, tooltip, self.help or self.label)
-        return control
-
-    def grid(self, max_points: int = MAX_CURVE_POINTS) -> list:
-        """Where the theory curve is drawn: every option or slider position, or
-        ``max_points`` values spread over the range."""
-        if self.options is not None:
-            return list(self.options)
-        if self.is_int:
-            values = list(range(int(self.minimum), int(self.maximum) + 1, int(self.step or 1)))
-            if len(values) > max_points:
-                picks = np.unique(np.round(np.linspace(0, len(values) - 1, max_points)))
-                values = [values[int(i)] for i in picks]
-            return values
-        if self.log:
-            return [float(v) for v in np.geomspace(self.minimum, self.maximum, max_points)]
-        return [float(v) for v in np.linspace(self.minimum, self.maximum, max_points)]
-
-
-# --- memory --------------------------------------------------------------------------------
-
-
-def eval_batch_size(task: TaskConfig) -> int:
-    """Prompts per batch of a panel's test-loss estimate: the library's 20 000 up to $n = 20$,
-    fewer for longer contexts, so that a batch holds at most :data:`EVAL_TOKENS` tokens."""
-    return max(1000, min(EVAL_BATCH, EVAL_TOKENS // (task.context_length + 1)))
-
-
-def estimate_memory_bytes(task: TaskConfig, model: ModelConfig, train_config: TrainConfig
-                          ) -> int:
-    r"""Peak working memory of a panel's run, in bytes (float32): the larger of a training step
-    and a batch of the test-loss estimate (:func:`eval_batch_size` prompts), as
-    :func:`nlicl_lib.core.planning.estimate` counts it (the command line's check uses the same
-    count). ``bench/panel_memory.py`` compares it with the measured peak."""
-    return planning.estimate(task, model, train_config.batch_size, eval_batch_size(task)).peak_bytes
-
-
-def memory_limit_bytes(device: torch.device, cap: int | None = MEMORY_CAP_BYTES) -> int:
-    """The largest run a panel accepts on ``device``: half its free memory
-    (:func:`nlicl_lib.core.planning.available_memory_bytes`), and on the CPU at most ``cap``
-    (:data:`MEMORY_CAP_BYTES`)."""
-    limit = planning.memory_limit_bytes(device, fraction=0.5, cap=cap)
-    return limit if limit is not None else (cap or MEMORY_CAP_BYTES)
-
-
-def format_seconds(seconds: float) -> str:
-    """``"0.8 s"``, ``"14 s"``, ``"2 min 5 s"``."""
-    if seconds < 10:
-        return f"{seconds:.1f} s"
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    return f"{int(seconds // 60)} min {int(round(seconds % 60))} s"
-
-
-# --- results -------------------------------------------------------------------------------
-
-
-@dataclass
-class PanelResult:
-    """One finished run: the settings copied when it started, its configs, the library's
-    :class:`~nlicl_lib.experiments.run.ExperimentResult` and the panel's theory values."""
-
-    settings: Settings
-    task: TaskConfig
-    model_config: ModelConfig
-    train_config: TrainConfig
-    experiment: ExperimentResult
-    theory: TheoryValues
-    seconds: float
-
-    @property
-    def normalised_test_loss(self) -> float:
-        return self.experiment.test_loss / self.theory.null_loss
-
-    @property
-    def normalised_std_error(self) -> float:
-        if self.experiment.exact_test_loss is not None:
-            return 0.0
-        return self.experiment.test.std_error / self.theory.null_loss
-
-    @property
-    def normalised_theory(self) -> float | None:
-        loss = self.theory.theory_loss
-        return None if loss is None else loss / self.theory.null_loss
-
-    @property
-    def normalised_bound(self) -> float | None:
-        loss = self.theory.bound_loss
-        return None if loss is None else loss / self.theory.null_loss
-
-
-@dataclass
-class Plan:
-    """What the settings mean before anything runs: the configs, the memory estimate and its
-    limit, the expected seconds (``None`` until measured), or the ``problem`` that refuses
-    them."""
-
-    settings: Settings
-    task: TaskConfig | None = None
-    model_config: ModelConfig | None = None
-    train_config: TrainConfig | None = None
-    memory_bytes: int = 0
-    memory_limit: int = 0
-    expected_seconds: float | None = None
-    problem: str | None = None
-
-
-def smooth_curve(values: np.ndarray, points: int = 300) -> tuple[np.ndarray, np.ndarray]:
-    """(steps, moving average over ~2% of the run), downsampled to at most ``points``; the
-    step of each average is its window's last (1-based)."""
-    values = np.asarray(values, dtype=float)
-    window = max(1, len(values) // 50)
-    smooth = np.convolve(values, np.ones(window) / window, mode="valid")
-    steps = np.arange(window, len(values) + 1)
-    if len(smooth) > points:
-        picks = np.unique(np.linspace(0, len(smooth) - 1, points).round().astype(int))
-        smooth, steps = smooth[picks], steps[picks]
-    return steps, smooth
-
-
-# --- the static panel of the book build ----------------------------------------------------
-
-STATIC_NOTICE = ("This panel trains only when the chapter runs live: on Binder, on Colab or in "
-                 "your own Jupyter (the launch and download buttons at the top of the page). "
-                 "Here its controls show the default settings and cannot be changed; the "
-                 "figures above show runs computed when the book was built.")
-"""The note at the top of a panel in the book build."""
-STATIC_DEVICE = "Device: chosen when the page runs live (CUDA when present, otherwise the CPU)."
-STATIC_ESTIMATE = ("Expected time: measured when the page runs live; the default settings take "
-                   "20 s or less on 2 CPU cores.")
-
-_static_panel_ids = itertools.count()
-
-
-@dataclass
-class StaticControl:
-    """A control of a panel in the book build, which creates no ipywidgets: it holds the
-    parameter's value, so that :attr:`TrainingPanel.settings` reads the defaults."""
-
-    value: Any
-    disabled: bool = True
-
-
-def _number(value: float) -> str:
-    """An HTML attribute value for a number (no float noise: ``0.1``, ``-1.69897``)."""
-    return str(int(value)) if float(value).is_integer() else f"{float(value):.6g}"
-
-
-def shown_value(param: Param, value: Any) -> str:
-    """``value`` as the panel's control shows it: an integer, a float to 3 significant
-    digits (the sliders' ``readout_format``), or the option."""
-    if param.options is None and not param.is_int:
-        return f"{float(value):.3g}"
-    return str(value)
-
-
-def static_control_html(param: Param, control_id: str, value: Any = None) -> str:
-    """A disabled HTML control for ``param`` at ``value`` (default: the parameter's default),
-    labelled like its ipywidget: a range input with the value shown beside it for a slider (on
-    a log slider the range runs over the exponent, as ipywidgets' ``FloatLogSlider`` does), a
-    group of radio buttons for the toggle buttons of ``options``."""
-    value = param.default if value is None else value
-    tip = f' title="{escape(param.help)}"' if param.help else ""
-    label = escape(param.label)
-    if param.options is not None:
-        choices = []
-        for index, option in enumerate(param.options):
-            option_id = f"{control_id}-{index}"
-            checked = " checked" if option == value else ""
-            choices.append(
-                f'<span class="nlicl-static-option"><input type="radio" id="{option_id}" '
-                f'name="{control_id}" value="{escape(str(option))}"{checked} disabled>'
-                f'<label for="{option_id}">{escape(str(option))}</label></span>')
-        return (f'<fieldset class="nlicl-static-control nlicl-static-choice" id="{control_id}" '
-                f'{tip} disabled><legend>{label}</legend>'
-                f'<span class="nlicl-static-options">{"".join(choices)}</span></fieldset>')
-    if param.is_int:
-        low, high, step, position = (int(param.minimum), int(param.maximum),
-                                     int(param.step or 1), int(value))
-    elif param.log:
-        low, high = math.log10(param.minimum), math.log10(param.maximum)
-        step, position = param.step or 0.1, math.log10(value)
-    else:
-        low, high, position = param.minimum, param.maximum, value
-        step = param.step or (param.maximum - param.minimum) / 100
-    shown = escape(shown_value(param, value))
-    return (f'<div class="nlicl-static-control nlicl-static-slider"{tip}>'
-            f'<label for="{control_id}">{label}</label>'
-            f'<input type="range" id="{control_id}" min="{_number(low)}" max="{_number(high)}" '
-            f'step="{_number(step)}" value="{_number(position)}" aria-valuetext="{shown}" disabled>'
-            f'<output for="{control_id}">{shown}</output></div>')
-
-
-# --- the panel -----------------------------------------------------------------------------
 
 
 class TrainingPanel:
@@ -356,11 +91,12 @@ class TrainingPanel:
     message). ``theory(task, model_config)`` gives the theory values drawn and compared
     (default :func:`nlicl_lib.theory.values.theory_values`). ``x_param`` names the parameter on
     the x axis of the results plot (default: the first). ``memory_cap`` bounds a CPU run's
-    memory (see :func:`memory_limit_bytes`). ``theory_curve=False`` draws the theory only at
-    the settings of the runs (for theory that takes seconds, e.g. a Monte Carlo reference)
-    instead of along the whole range of ``x_param``. ``relative_error`` is the Monte Carlo accuracy
-    of the test loss (at 0.05 it is measured on 40 000 prompts in most settings, about 1%
-    standard error; :func:`~nlicl_lib.training.evaluate.estimate_loss` draws more when needed).
+    memory (see :func:`~nlicl_lib.book.panel_plan.memory_limit_bytes`). ``theory_curve=False``
+    draws the theory only at the settings of the runs (for theory that takes seconds, e.g. a
+    Monte Carlo reference) instead of along the whole range of ``x_param``. ``relative_error``
+    is the Monte Carlo accuracy of the test loss (at 0.05 it is measured on 40 000 prompts in
+    most settings, about 1% standard error; :func:`~nlicl_lib.training.evaluate.estimate_loss`
+    draws more when needed).
     """
 
     def __init__(
@@ -400,8 +136,8 @@ class TrainingPanel:
         self.last_figure: go.Figure | None = None
         self._displayed = False
         self._theory_cache: dict[tuple, TheoryValues] = {}
-        self._step_seconds: dict[tuple, float] = {}
-        self._test_seconds: dict[tuple, float] = {}
+        self._step_seconds: dict[SpeedKey, float] = {}
+        self._test_seconds: dict[SpeedKey, float] = {}
         if not self.live:
             # The book build creates no ipywidgets: the executing kernel saves every widget it
             # creates (shown or not) into the notebook, and myst-nb then loads a widget manager
@@ -454,44 +190,18 @@ class TrainingPanel:
         """The configs of a run at ``settings`` (default: the current ones)."""
         return self._configure(dict(self.settings if settings is None else settings))
 
+    def describe(self, settings: Settings) -> str:
+        """``"depth L = 2, degree k = 2"``."""
+        return describe_settings(self.params, settings)
+
+    # -- plan and time estimate ------------------------------------------------------------
+
     def plan(self, settings: Settings | None = None) -> Plan:
         """Configs, memory estimate and expected time at ``settings`` (default: the current
-        ones), or the problem that refuses them. Measures nothing."""
-        plan = Plan(dict(self.settings if settings is None else settings))
-        try:
-            plan.task, plan.model_config, plan.train_config = self._configure(dict(plan.settings))
-        except ConfigError as error:
-            plan.problem = f"These settings are not accepted: {error}"
-            return plan
-        plan.memory_bytes = estimate_memory_bytes(plan.task, plan.model_config,
-                                                  plan.train_config)
-        plan.memory_limit = memory_limit_bytes(self.device, self.memory_cap)
-        if plan.memory_bytes > plan.memory_limit:
-            plan.problem = (f"Refused: a run at these settings needs about "
-                            f"{format_bytes(plan.memory_bytes)} of memory, more than the "
-                            f"{format_bytes(plan.memory_limit)} this panel allows on "
-                            f"{self.device.type}. Choose a shorter context, a smaller batch "
-                            "or a lower degree.")
-            return plan
-        key = self._speed_key(plan)
-        if key in self._step_seconds:
-            plan.expected_seconds = self._expected(plan, self._step_seconds[key],
-                                                   self._test_seconds.get(key))
-        return plan
-
-    # -- time estimate ---------------------------------------------------------------------
-
-    @staticmethod
-    def _speed_key(plan: Plan) -> tuple:
-        return (plan.task, plan.model_config, plan.train_config.batch_size)
-
-    @staticmethod
-    def _expected(plan: Plan, per_step: float, test_seconds: float | None) -> float:
-        if test_seconds is None:
-            # the test loss: at least EVAL_MIN_PROMPTS prompts, forward only (a third of the
-            # work of a training step per prompt)
-            test_seconds = per_step * EVAL_MIN_PROMPTS / plan.train_config.batch_size / 3
-        return plan.train_config.steps * per_step + test_seconds
+        ones), or the problem that refuses them (:func:`~nlicl_lib.book.panel_plan.plan_run`).
+        Measures nothing."""
+        return plan_run(self.settings if settings is None else settings, self._configure,
+                        self.device, self.memory_cap, self._step_seconds, self._test_seconds)
 
     def measure_step(self, settings: Settings | None = None, warmup: int = 1,
                      steps: int = 5, max_seconds: float = 0.5) -> float | None:
@@ -501,25 +211,10 @@ class TrainingPanel:
         plan = self.plan(settings)
         if plan.problem:
             return None
-        key = self._speed_key(plan)
+        key = speed_key(plan)
         if key not in self._step_seconds:
-            model = build_model(plan.model_config, plan.task, self.device,
-                                seed=plan.train_config.seed)
-            stamps: list[float] = []
-
-            def clock(step: int, loss: float) -> bool:
-                if self.device.type == "cuda":
-                    torch.cuda.synchronize(self.device)
-                if step + 1 >= warmup:
-                    stamps.append(time.perf_counter())
-                return len(stamps) > steps or (len(stamps) > 1
-                                               and stamps[-1] - stamps[0] > max_seconds)
-
-            probe = TrainConfig(steps=warmup + steps + 1, batch_size=plan.train_config.batch_size,
-                                learning_rate=plan.train_config.learning_rate,
-                                seed=plan.train_config.seed)
-            train(model, plan.task, probe, self.device, progress=False, callback=clock)
-            self._step_seconds[key] = (stamps[-1] - stamps[0]) / max(1, len(stamps) - 1)
+            self._step_seconds[key] = time_training_step(plan, self.device, warmup, steps,
+                                                         max_seconds)
         return self._step_seconds[key]
 
     def _refresh_estimate(self) -> Plan:
@@ -534,14 +229,7 @@ class TrainingPanel:
                 self.estimate_label.value = f"Expected time: not measured ({escape(str(error))})"
                 return plan
             plan = self.plan()
-        if plan.problem:
-            self.estimate_label.value = f"<b>{escape(plan.problem)}</b>"
-        else:
-            self.estimate_label.value = (
-                f"Expected time at these settings: about "
-                f"<b>{format_seconds(plan.expected_seconds)}</b> for "
-                f"{plan.train_config.steps} steps of {plan.train_config.batch_size} prompts and "
-                "the test (an estimate from training steps timed on this machine).")
+        self.estimate_label.value = estimate_html(plan)
         return plan
 
     # -- training --------------------------------------------------------------------------
@@ -590,7 +278,7 @@ class TrainingPanel:
         self.progress.value = steps
         self.progress.bar_style = "success"
         # the measured speed of this run replaces the few-step timing for these settings
-        key = self._speed_key(plan)
+        key = speed_key(plan)
         self._step_seconds[key] = result.training.seconds / result.training.steps
         self._test_seconds[key] = max(0.0, elapsed - result.training.seconds)
         result.model = None  # keep the panel light: the losses and the history stay
@@ -649,14 +337,6 @@ class TrainingPanel:
             text += f"; best linear predictor {bound:.4g}"
         return text + "."
 
-    def describe(self, settings: Settings) -> str:
-        """``"depth L = 2, degree k = 2"``."""
-        parts = []
-        for name, value in settings.items():
-            shown = f"{value:.3g}" if isinstance(value, float) else str(value)
-            parts.append(f"{self.params[name].label} = {shown}")
-        return ", ".join(parts)
-
     # -- figure ----------------------------------------------------------------------------
 
     def theory_at(self, settings: Settings) -> TheoryValues | None:
@@ -671,94 +351,12 @@ class TrainingPanel:
         return self._theory_cache[key]
 
     def figure(self) -> go.Figure:
-        """The figure for the runs so far (before the first run: the theory alone)."""
-        latest = self.results[-1] if self.results else None
-        reference = dict(latest.settings if latest else self.settings)
-        x = self.params[self.x_param]
-        fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.14, subplot_titles=(
-            "training loss of the last run", f"test loss against {x.label}"))
-        heading = self.describe(reference) if latest else "theory only (press Train)"
-        fig.update_layout(
-            template="plotly_white", paper_bgcolor="white", plot_bgcolor="white",
-            font={"color": "#222222", "size": 13}, height=460,
-            margin={"l": 60, "r": 20, "t": 90, "b": 40},
-            legend={"orientation": "h", "y": -0.2, "x": 0, "bgcolor": "rgba(255,255,255,0.9)"},
-            title={"text": f"{self.title}: {heading}", "x": 0.02, "font": {"size": 14}})
-        fig.update_yaxes(type="log" if self.log_y else "linear", title_text="loss / E[y²]",
-                         showline=True, linecolor="#444", gridcolor="#e6e6e6")
-        fig.update_xaxes(showline=True, linecolor="#444", gridcolor="#e6e6e6")
-        fig.update_xaxes(title_text="training step", row=1, col=1)
-        fig.update_xaxes(title_text=x.label, row=1, col=2,
-                         type="category" if x.options is not None else ("log" if x.log else None))
-
-        # left: the last run's training curve, its test loss and the theory levels
-        if latest:
-            steps_max = latest.train_config.steps
-        else:
-            try:
-                steps_max = self.configure(reference)[2].steps
-            except ConfigError:
-                steps_max = 1
-        if latest:
-            history = latest.experiment.training.loss_history / latest.theory.null_loss
-            steps, smooth = smooth_curve(history)
-            fig.add_trace(go.Scatter(x=steps.tolist(), y=smooth.tolist(), mode="lines",
-                                     name="training loss (moving average)",
-                                     line={"color": COLORS["trained"], "width": 2}), 1, 1)
-            fig.add_trace(go.Scatter(x=[steps_max], y=[latest.normalised_test_loss],
-                                     mode="markers", name="test loss, last run",
-                                     marker={"color": COLORS["trained2"], "size": 12,
-                                             "symbol": "diamond"}), 1, 1)
-        now = self.theory_at(reference)
-        if now is not None:
-            for value, name, style in self._levels(now):
-                fig.add_trace(go.Scatter(x=[0, steps_max], y=[value, value], mode="lines",
-                                         name=name, line=style, legendgroup=name,
-                                         showlegend=False), 1, 1)
-
-        # right: the theory curve along x_param, and every run whose other settings match
-        curves: dict[str, tuple[list, list, dict]] = {}
-        matching = [r for r in self.results
-                    if all(r.settings[k] == v for k, v in reference.items() if k != self.x_param)]
-        along = x.grid() if self.theory_curve else sorted(
-            {r.settings[self.x_param] for r in matching} | {reference[self.x_param]},
-            key=lambda v: x.grid().index(v) if x.options is not None else v)
-        for value in along:
-            values = self.theory_at({**reference, self.x_param: value})
-            for level, name, style in self._levels(values) if values else []:
-                xs, ys, _ = curves.setdefault(name, ([], [], style))
-                xs.append(value)
-                ys.append(level)
-        for name, (xs, ys, style) in curves.items():
-            mode = "lines" if self.theory_curve and len(xs) > 2 else "lines+markers"
-            fig.add_trace(go.Scatter(x=xs, y=ys, mode=mode, name=name, line=style,
-                                     marker={"symbol": "line-ew-open", "size": 14},
-                                     legendgroup=name), 1, 2)
-        if matching:
-            fig.add_trace(go.Scatter(
-                x=[r.settings[self.x_param] for r in matching],
-                y=[r.normalised_test_loss for r in matching],
-                error_y={"type": "data", "array": [r.normalised_std_error for r in matching],
-                         "visible": True},
-                mode="markers", name="trained: test loss of each run",
-                marker={"color": COLORS["trained"], "size": 10}), 1, 2)
-        return fig
-
-    @staticmethod
-    def _levels(values: TheoryValues) -> list[tuple[float, str, dict]]:
-        null = values.null_loss
-        levels = []
-        if values.theory_loss is not None:
-            levels.append((values.theory_loss / null, f"theory: {values.theory_name}",
-                           {"color": COLORS["theory"], "width": 2, "dash": "dash"}))
-        if values.bound_loss is not None:  # a bound for attention alone; GLU blocks go below it
-            levels.append((values.bound_loss / null,
-                           f"best linear predictor (bound for attention alone, "
-                           f"{ref('cor-linear-bound')})",
-                           {"color": COLORS["bound"], "width": 2, "dash": "dot"}))
-        levels.append((1.0, "zero predictor", {"color": COLORS["baseline"], "width": 1.5,
-                                               "dash": "dashdot"}))
-        return levels
+        """The figure for the runs so far (before the first run: the theory alone); see
+        :func:`~nlicl_lib.book.panel_figure.panel_figure`."""
+        return panel_figure(self.results, self.settings, params=self.params,
+                            x_param=self.x_param, title=self.title, configure=self.configure,
+                            theory_at=self.theory_at, log_y=self.log_y,
+                            theory_curve=self.theory_curve)
 
     def redraw(self) -> None:
         """Recompute the figure (:attr:`last_figure`) and, once the panel is shown, redraw it
@@ -778,27 +376,14 @@ class TrainingPanel:
     def static_html(self) -> str:
         """The panel as static HTML, shown in the book build instead of its widgets: the note
         that it trains only live (``role="note"``), the title, each control disabled at its
-        setting (the default; :func:`static_control_html`), the device and expected-time lines
-        and a disabled Train button, in a ``<div class="nlicl-static-panel">``."""
-        panel_id = f"nlicl-panel-{next(_static_panel_ids)}"
-        controls = "".join(static_control_html(param, f"{panel_id}-{name}",
-                                               self.controls[name].value)
-                           for name, param in self.params.items())
-        return (f'<div class="nlicl-static-panel" id="{panel_id}">'
-                f'<p class="nlicl-static-notice" role="note">{escape(STATIC_NOTICE)}</p>'
-                f'<p class="nlicl-static-title"><strong>{escape(self.title)}</strong></p>'
-                f'<div class="nlicl-static-controls">{controls}</div>'
-                f'<p class="nlicl-static-line">{escape(STATIC_DEVICE)}</p>'
-                f'<p class="nlicl-static-line">{escape(STATIC_ESTIMATE)}</p>'
-                '<p class="nlicl-static-actions"><button type="button" disabled '
-                'aria-disabled="true">Train</button></p></div>')
+        setting (the default; :func:`~nlicl_lib.book.panel_static.static_control_html`), the
+        device and expected-time lines and a disabled Train button, in a
+        ``<div class="nlicl-static-panel">``."""
+        return static_panel_html(self.title, self.params, self.settings)
 
     def static_text(self) -> str:
         """The ``text/plain`` fallback of :meth:`static_html`."""
-        lines = [STATIC_NOTICE, self.title]
-        lines += [f"  {p.label}: {shown_value(p, self.controls[name].value)}"
-                  for name, p in self.params.items()]
-        return "\n".join([*lines, STATIC_DEVICE, STATIC_ESTIMATE, "[Train] (disabled)"])
+        return static_panel_text(self.title, self.params, self.settings)
 
     def _ipython_display_(self) -> None:
 
