@@ -167,6 +167,42 @@ def _overflow_remedies(model: InContextRegressor) -> str:
     return ", ".join(remedies[:-1]) + (" or " if len(remedies) > 1 else "") + remedies[-1]
 
 
+#: The losses stay on the device and are checked (copied to the host, tested for NaN and
+#: infinity) every this many steps, or sooner when ``CHECK_SECONDS`` have passed: a check
+#: waits for the device, so checking every step would stall a GPU's queue, while a diverged
+#: run goes on for at most this many steps before the error (its first bad step is found in
+#: the stored losses). A ``callback`` needs every step's loss, so it is checked every step.
+CHECK_EVERY = 32
+CHECK_SECONDS = 0.25
+
+
+def clip_gradients(gradients: list[torch.Tensor], max_norm: float) -> None:
+    r"""Scale ``gradients`` (in place) by $\min(1, c / (\lVert g \rVert_2 + 10^{-6}))$, where
+    $\lVert g \rVert_2$ is the norm of all of them as one vector and $c$ = ``max_norm``.
+
+    The operations of :func:`torch.nn.utils.clip_grad_norm_` (foreach norms, the norm of their
+    stack, the clamped coefficient, a foreach product), hence the same numbers, without its
+    grouping by device and type: all of ``gradients`` must share one device (CPU or CUDA) and
+    one dtype, as a model's do.
+    """
+    norms = torch._foreach_norm(gradients, 2.0)
+    total = torch.linalg.vector_norm(torch.stack(norms), 2.0)
+    torch._foreach_mul_(gradients, torch.clamp(float(max_norm) / (total + 1e-6), max=1.0))
+
+
+_FOREACH_FROM = 5
+
+
+def _adam(parameters: list[torch.nn.Parameter], learning_rate: float) -> torch.optim.Adam:
+    """Adam with torch's defaults; on CPU in its cheaper implementation for this many tensors:
+    a Python loop over fewer than ``_FOREACH_FROM`` tensors, the foreach kernels over more.
+    Both give the same numbers on CPU (its foreach kernels loop over the same operations;
+    ``tests/test_train_loop.py``), unlike ``fused=True``, which rounds differently. Elsewhere
+    torch's default (foreach on CUDA)."""
+    foreach = len(parameters) >= _FOREACH_FROM if parameters[0].device.type == "cpu" else None
+    return torch.optim.Adam(parameters, lr=learning_rate, foreach=foreach)
+
+
 def train(
     model: InContextRegressor,
     task: TaskConfig,
@@ -177,53 +213,88 @@ def train(
 ) -> TrainResult:
     """Train ``model`` in place. ``callback(step, loss)`` runs after every step; returning True
     stops the run early (the result says so). Raises :class:`TrainingDivergedError` when the
-    loss becomes NaN or infinite: a :class:`~nlicl_lib.core.errors.ForwardOverflowError` when the
-    forward pass already overflows at the initial weights (:func:`diagnose_divergence`; no
-    learning rate helps), else the plain error with advice on the learning rate."""
+    loss becomes NaN or infinite, naming the first such step (found at the next check, at most
+    :data:`CHECK_EVERY` steps later; the model's weights are NaN by then): a
+    :class:`~nlicl_lib.core.errors.ForwardOverflowError` when the forward pass already
+    overflows at the initial weights (:func:`diagnose_divergence`; no learning rate helps),
+    else the plain error with advice on the learning rate.
+
+    Each step is the bare loop (prompts, forward, backward, Adam step) plus the clipping and
+    the schedule's rate; nothing in it waits for the device: the losses are checked every
+    :data:`CHECK_EVERY` steps (``bench/train_step.py`` measures the difference).
+    """
     if not isinstance(config, TrainConfig):
         raise ConfigError("config", type(config).__name__, "a TrainConfig")
     device = torch.device(device)
     model.to(device)
-    dtype = next(model.parameters()).dtype
+    parameters = list(model.parameters())
+    dtype = parameters[0].dtype
     slots = model.feature_slots
     normaliser = null_loss(task)
     # the initial weights, to tell a forward overflow from a too-large step if the loss diverges
     initial = {key: value.detach().clone() for key, value in model.state_dict().items()}
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate)
+    optimizer = _adam(parameters, config.learning_rate)
+    scheduled = config.schedule != "constant"
+    # clip_gradients needs one device and dtype, as a model has; torch's function otherwise
+    home = parameters[0].device
+    lean_clip = (config.grad_clip is not None and home.type in ("cpu", "cuda")
+                 and all(p.device == home and p.dtype == dtype for p in parameters))
+    check_every = 1 if callback is not None else CHECK_EVERY
     history = np.empty(config.steps)
+    pending: list[torch.Tensor] = []  # this step's and the unchecked steps' losses, on device
     stopped = False
-    start = time.perf_counter()
+    start = last_check = time.perf_counter()
     with Progress(config.steps, progress, desc=f"training on {device.type}") as bar:
         for step in range(config.steps):
-            rate = config.learning_rate_at(step)
-            for group in optimizer.param_groups:
-                group["lr"] = rate
+            if scheduled:
+                for group in optimizer.param_groups:
+                    group["lr"] = config.learning_rate_at(step)
             prompts = sample_prompts(task, config.batch_size, config.seed, step, device,
                                      dtype=dtype)
-            z = prompts.embed(slots)
-            prediction = model(z)
+            prediction = model(prompts.embed(slots))
             loss = torch.mean((prediction - prompts.query_label) ** 2)
-            optimizer.zero_grad(set_to_none=True)
+            for parameter in parameters:
+                parameter.grad = None
             (loss / normaliser).backward()
-            if config.grad_clip is not None:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-            value = loss.item()
-            if not math.isfinite(value):
-                start_model = model
-                if step > 0:
-                    start_model = copy.deepcopy(model)
-                    start_model.load_state_dict(initial)
-                raise diagnose_divergence(start_model, z, step, value, rate)
+            if lean_clip:
+                clip_gradients([p.grad for p in parameters if p.grad is not None],
+                               config.grad_clip)
+            elif config.grad_clip is not None:
+                torch.nn.utils.clip_grad_norm_(parameters, config.grad_clip)
             optimizer.step()
-            history[step] = value
-            bar.update(1, loss=value / normaliser)
-            if callback is not None and callback(step, value):
+            pending.append(loss.detach())
+            if (len(pending) < check_every and step + 1 < config.steps
+                    and time.perf_counter() - last_check < CHECK_SECONDS):
+                continue
+            first = step + 1 - len(pending)
+            values = torch.stack(pending).to("cpu", torch.float64).numpy()
+            pending.clear()
+            last_check = time.perf_counter()
+            history[first: step + 1] = values
+            if not np.isfinite(values).all():
+                bad = first + int(np.argmin(np.isfinite(values)))
+                raise _diverged(model, initial, task, config, device, bad, float(history[bad]))
+            bar.update(len(values), loss=values[-1] / normaliser)
+            if callback is not None and callback(step, float(values[-1])):
                 history = history[: step + 1]
                 stopped = True
                 break
     seconds = time.perf_counter() - start
     return TrainResult(history, normaliser, seconds, len(history), str(device), stopped,
                        asdict(config))
+
+
+def _diverged(model: InContextRegressor, initial: dict[str, torch.Tensor], task: TaskConfig,
+              config: TrainConfig, device: torch.device, step: int, loss: float
+              ) -> TrainingDivergedError:
+    """The error for the first non-finite loss, at ``step``: the prompts of that step (a pure
+    function of the seed and the step) on the initial weights (:func:`diagnose_divergence`)."""
+    start_model = copy.deepcopy(model)
+    start_model.load_state_dict(initial)
+    prompts = sample_prompts(task, config.batch_size, config.seed, step, device,
+                             dtype=next(model.parameters()).dtype)
+    return diagnose_divergence(start_model, prompts.embed(model.feature_slots), step, loss,
+                               config.learning_rate_at(step))
 
 
 def train_concurrently(models: Sequence[InContextRegressor], tasks: Sequence[TaskConfig],
