@@ -25,7 +25,7 @@ from nlicl_lib.core.monomials import (
     squared_norm,
     weighted_second_moment,
 )
-from nlicl_lib.core.tasks import embed, sample_prompts
+from nlicl_lib.core.tasks import PART_SIZE, embed, sample_inputs, sample_prompts
 from nlicl_lib.experiments.cli import main
 from nlicl_lib.experiments.run import run_experiment
 from nlicl_lib.theory.closed_forms import (
@@ -360,3 +360,16 @@ def test_divergence_is_reported_with_step_and_learning_rate(capsys):
     assert main(["train", "--task", "poly", "--d", "3", "--n", "10", "--homogeneous",
                  "--depth", "4", "--lr", "1e6", "--steps", "300", "--batch", "64"]) == 1
     assert "became" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("task", [
+    TaskConfig(kind="poly", input_dim=3, context_length=30, degree=2),
+    TaskConfig(kind="linear", input_dim=2, context_length=7, noise_std=0.3,
+               covariance=[[2.0, 0.5], [0.5, 1.0]]),
+])
+def test_sample_inputs_are_the_inputs_of_sample_prompts(task):
+    """The recursion of chapter 5 draws only inputs; they must be the prompts' very numbers,
+    whatever the batch size (several sampling parts included)."""
+    for batch in (1, PART_SIZE + 3):
+        prompts = sample_prompts(task, batch, 3, 5, "cpu", 4, torch.float64)
+        assert torch.equal(sample_inputs(task, batch, 3, 5, "cpu", 4, torch.float64), prompts.x)

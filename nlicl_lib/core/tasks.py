@@ -231,6 +231,37 @@ def _run_parts(fill: Callable[[int], None], parts: int, device: torch.device) ->
     list(_pool[1].map(fill_every, range(workers)))
 
 
+def _with_covariance(task: TaskConfig, x: torch.Tensor) -> torch.Tensor:
+    r"""Standard normal inputs ``x`` turned into inputs of covariance $\Sigma$ (``x L^T``)."""
+    if task.covariance is None:
+        return x
+    chol = torch.linalg.cholesky(torch.as_tensor(task.covariance_matrix, dtype=torch.float64))
+    return x @ chol.T.to(device=x.device, dtype=x.dtype)
+
+
+def sample_inputs(task: TaskConfig, batch_size: int, seed: int, step: int,
+                  device: torch.device | str = "cpu", stream: int = STREAM_TRAIN,
+                  dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """The inputs ``x`` of :func:`sample_prompts` with the same arguments, the very same
+    numbers, ``(batch_size, n + 1, d)``, without drawing the task or computing labels (which
+    at long contexts take most of the memory): for what needs only the inputs, such as the
+    recursion of a GD-form stack with the task integrated out."""
+    batch_size = check_int("batch_size", batch_size, minimum=1)
+    device = torch.device(device)
+    x = torch.empty(batch_size, task.context_length + 1, task.input_dim, device=device,
+                    dtype=dtype)
+    bounds = [(start, min(start + PART_SIZE, batch_size))
+              for start in range(0, batch_size, PART_SIZE)]
+
+    def fill(part: int) -> None:
+        start, stop = bounds[part]
+        gen = generator(seed, stream, step, device, part)
+        torch.randn(stop - start, *x.shape[1:], generator=gen, out=x[start:stop])
+
+    _run_parts(fill, len(bounds), device)
+    return _with_covariance(task, x)
+
+
 def sample_prompts(
     task: TaskConfig,
     batch_size: int,
@@ -265,9 +296,7 @@ def sample_prompts(
             torch.randn(stop - start, n, generator=gen, out=noise[start:stop])
 
     _run_parts(fill, len(bounds), device)
-    if task.covariance is not None:
-        chol = torch.linalg.cholesky(torch.as_tensor(task.covariance_matrix, dtype=torch.float64))
-        x = x @ chol.T.to(device=device, dtype=dtype)
+    x = _with_covariance(task, x)
     if task.kind == "linear":
         y = torch.einsum("btd,bd->bt", x, coefficients)
     else:

@@ -60,7 +60,7 @@ from nlicl_lib.core.monomials import (
     second_moment,
 )
 from nlicl_lib.core.seeding import STREAM_REFERENCE, STREAM_TEST
-from nlicl_lib.core.tasks import Prompts, TaskConfig, embed, sample_prompts
+from nlicl_lib.core.tasks import Prompts, TaskConfig, embed, sample_inputs
 from nlicl_lib.theory.closed_forms import null_loss, one_step_gd_optimum
 
 # ---------------------------------------------------------------------------------------------
@@ -511,6 +511,11 @@ def _check_recursion(task: TaskConfig, feature_blocks: Sequence[PolyMap]) -> lis
     return blocks
 
 
+MOMENT_CHUNK = 1000
+"""Contexts whose monomials :class:`_RecursionAlgebra` evaluates at once: the monomials of a
+whole batch at $n = 100$ would take hundreds of megabytes; the moments are the same."""
+
+
 class _RecursionAlgebra:
     """The recursion of :func:`greedy_reference` over one monomial basis $b(x)$."""
 
@@ -531,10 +536,11 @@ class _RecursionAlgebra:
         n, out, drawn, step = self.task.context_length, [], 0, 0
         while drawn < count:
             size = min(batch_size, count - drawn)
-            x = sample_prompts(self.task, size, seed, step, self.device, stream,
-                               torch.float64).x[:, :n]
-            b = evaluate_monomials(x, self.joint.exponents)
-            out.append(torch.einsum("bik,bil->bkl", b, b) / n)
+            x = sample_inputs(self.task, size, seed, step, self.device, stream,
+                              torch.float64)[:, :n]
+            for part in x.split(MOMENT_CHUNK):  # the monomials of a few contexts at a time
+                b = evaluate_monomials(part, self.joint.exponents)
+                out.append(torch.einsum("bik,bil->bkl", b, b) / n)
             drawn, step = drawn + size, step + 1
         return torch.cat(out)
 
