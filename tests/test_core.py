@@ -61,8 +61,8 @@ def test_bad_task_names_the_parameter(kwargs, param):
 
 @pytest.mark.parametrize(
     ("kwargs", "param"),
-    [({"steps": 0}, "steps"), ({"batch_size": 0}, "batch"), ({"learning_rate": 0.0}, "lr"),
-     ({"learning_rate": -1e-3}, "lr"), ({"schedule": "linear"}, "schedule"),
+    [({"steps": 0}, "steps"), ({"batch_size": 0}, "batch_size"), ({"learning_rate": 0.0}, "learning_rate"),
+     ({"learning_rate": -1e-3}, "learning_rate"), ({"schedule": "linear"}, "schedule"),
      ({"seed": -1}, "seed")],
 )
 def test_bad_train_config(kwargs, param):

@@ -108,11 +108,10 @@ def test_bad_schedule_parameters_are_refused(param, value):
         TrainConfig(**{param: value})
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "library gap: learning_rate_at does not check its step; a negative step gives a negative "
-    "warm-up rate and a step past the end keeps rising along the cosine"))
+@pytest.mark.parametrize("schedule", SCHEDULES)
 @pytest.mark.parametrize("step", [-1, 101])
-def test_a_step_outside_the_run_is_refused(step):
-    config = TrainConfig(steps=100, learning_rate=0.01)
-    with pytest.raises(ConfigError):
+def test_a_step_outside_the_run_is_refused(step, schedule):
+    config = TrainConfig(steps=100, learning_rate=0.01, schedule=schedule)
+    with pytest.raises(ConfigError) as error:
         config.learning_rate_at(step)
+    assert error.value.param == "step"

@@ -51,9 +51,9 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "steps", check_int("steps", self.steps, minimum=1))
-        object.__setattr__(self, "batch_size", check_int("batch", self.batch_size, minimum=1))
+        object.__setattr__(self, "batch_size", check_int("batch_size", self.batch_size, minimum=1))
         object.__setattr__(
-            self, "learning_rate", check_float("lr", self.learning_rate, 0.0, strict_minimum=True)
+            self, "learning_rate", check_float("learning_rate", self.learning_rate, 0.0, strict_minimum=True)
         )
         check_choice("schedule", self.schedule, SCHEDULES)
         object.__setattr__(
@@ -66,7 +66,14 @@ class TrainConfig:
         object.__setattr__(self, "seed", check_int("seed", self.seed, minimum=0))
 
     def learning_rate_at(self, step: int) -> float:
-        """The schedule's rate at ``step`` (0-based)."""
+        r"""The schedule's rate at ``step`` $t \in \{0, \dots, T\}$, $T$ = ``steps``, peak
+        $\eta$ = ``learning_rate``: ``"constant"``: $\eta$; ``"onecycle"``: a linear warm-up over
+        $w = \lfloor fT \rfloor$ steps ($f$ = ``warmup_fraction``),
+        $\eta\,(0.04 + 0.96\,t/w)$, then a cosine down to $0.01\eta$:
+        $\eta\,\big(0.01 + 0.99 \cdot \tfrac12 (1 + \cos(\pi (t - w)/\max(1, T - w)))\big)$;
+        ``"cosine"``: the same with $w = 0$."""
+        if not 0 <= step <= self.steps:
+            raise ConfigError("step", step, f"a step of the run, 0 to {self.steps} (its end)")
         if self.schedule == "constant":
             return self.learning_rate
         warmup = int(self.warmup_fraction * self.steps) if self.schedule == "onecycle" else 0
