@@ -5,7 +5,9 @@ override that makes them differ."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict
+from pathlib import Path
 
 import pytest
 
@@ -113,3 +115,36 @@ def test_unknown_purpose_or_kind_is_refused_by_name():
         base_settings("mlp")
     with pytest.raises(ConfigError, match="model_config"):
         default_train_config(QUADRATIC, "lsa")
+
+
+ROOT = Path(__file__).resolve().parents[1]
+#: modules outside training/ that may build a TrainConfig, and why
+BUILDS_ITS_OWN = {
+    "nlicl_lib/book/panel_plan.py": "a timing probe that copies the planned run's settings",
+}
+
+
+def _code_cells(page: Path) -> list[str]:
+    return re.findall(r"```\{code-cell\}[^\n]*\n(.*?)```", page.read_text(), re.S)
+
+
+def test_pages_train_with_the_settings_or_in_an_exercise():
+    """A page's own runs take default_train_config (with a purpose); only an exercise, whose
+    question is the settings, writes a TrainConfig itself."""
+    found = []
+    for page in sorted((ROOT / "book").glob("*.md")):
+        for cell in _code_cells(page):
+            if "TrainConfig(" in cell and "exercise" not in cell:
+                found.append(f"{page.name}: {cell.strip().splitlines()[0]}")
+    assert not found, found
+
+
+def test_the_library_builds_train_configs_only_in_training():
+    found = []
+    for path in sorted((ROOT / "nlicl_lib").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith("nlicl_lib/training/") or rel in BUILDS_ITS_OWN:
+            continue
+        if re.search(r"\bTrainConfig\(", path.read_text()):
+            found.append(rel)
+    assert not found, f"modules building their own TrainConfig: {found}"

@@ -33,6 +33,10 @@ PURPOSES: dict[str, dict[str, int | float]] = {
     "panel-ch2": {"batch_size": 1000},
     # chapter 3's one-block studies and panel: 1000 steps of 500 prompts at eta = 0.01
     "one-block": {"batch_size": 500},
+    # chapter 1's depth sweep: LSA of every depth on linear tasks at one rate, 1000 steps of 500
+    "lsa-depth-sweep": {"steps": 1000, "batch_size": 500, "learning_rate": 0.04},
+    # chapters 4 and 5's quick sweeps of blocks with m < p_2 (and of their stacks, eta / L each)
+    "short-sweeps": {"steps": 600, "learning_rate": 0.02},
     # chapter 4's panel: blocks with fewer slots than p_2 have no weak direction to lose,
     # so they take the LSA rate and fewer steps
     "panel-ch4": {"steps": 800, "learning_rate": 0.02},
