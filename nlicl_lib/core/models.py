@@ -225,7 +225,8 @@ class InContextRegressor(nn.Module):
     def depth(self) -> int:
         return len(self.blocks)
 
-    def forward(self, z: torch.Tensor, return_stream: bool = False):
+    def forward(self, z: torch.Tensor, return_stream: bool = False
+                ) -> torch.Tensor | tuple[torch.Tensor, dict[str, torch.Tensor]]:
         stream: dict[str, torch.Tensor] = {"embed": z}
         for index, block in enumerate(self.blocks, start=1):
             if block.glu is not None:

@@ -4,10 +4,12 @@ each size (:mod:`nlicl_lib.theory.capacity`): the capacity and threshold figures
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from nlicl_lib.core.device import DeviceLike
 from nlicl_lib.core.errors import ConfigError, check_int
 from nlicl_lib.core.models import ModelConfig
 from nlicl_lib.core.monomials import monomial_count
@@ -24,6 +26,7 @@ from nlicl_lib.theory.capacity import (
 from nlicl_lib.theory.closed_forms import null_loss
 from nlicl_lib.theory.values import exact_model_loss
 from nlicl_lib.training.ensemble import train_ensemble
+from nlicl_lib.training.train import TrainConfig
 
 
 @dataclass
@@ -55,8 +58,9 @@ class CapacitySweep:
     models: dict[tuple[str, int], object]
 
 
-def capacity_sweep(task: TaskConfig, slot_values, width_values, train_config,
-                   device="cpu", progress: bool | None = None) -> CapacitySweep:
+def capacity_sweep(task: TaskConfig, slot_values: Iterable[int], width_values: Iterable[int],
+                   train_config: TrainConfig, device: DeviceLike = "cpu",
+                   progress: bool | None = None) -> CapacitySweep:
     r"""Train every single block of the two sweeps in one ensemble
     (:func:`nlicl_lib.training.ensemble.train_ensemble`; a block appearing in both is trained once) and
     compute its references."""
@@ -138,8 +142,9 @@ class ThresholdSweep:
     device: str
 
 
-def threshold_sweep(input_dims, context_lengths, train_config, trained_sizes=None,
-                    beyond: int = 2, restarts: int = 1, seed: int = 0, device="cpu",
+def threshold_sweep(input_dims: Sequence[int], context_lengths: Sequence[int], train_config: TrainConfig,
+                    trained_sizes: Callable[[int], Iterable[int]] | None = None,
+                    beyond: int = 2, restarts: int = 1, seed: int = 0, device: DeviceLike = "cpu",
                     progress: bool | None = None) -> ThresholdSweep:
     r"""The best single-block loss against the number of slots $m$ and against the GLU width $h$,
     for each input dimension $d$, with trained blocks at a few sizes (Proposition 12

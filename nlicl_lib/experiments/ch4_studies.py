@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from nlicl_lib.experiments.capacity_sweeps import CapacitySweep, ThresholdSweep
 from nlicl_lib.theory.ch4_analysis import OneBlockReferences
+from nlicl_lib.training.train import TrainConfig
 
 
 def distinct_blocks(sweep: CapacitySweep) -> int:
@@ -24,7 +25,7 @@ def distinct_blocks(sweep: CapacitySweep) -> int:
     return len(set(map(id, sweep.models.values())))
 
 
-def sweep_report(sweep: CapacitySweep, train_config, normaliser: float) -> str:
+def sweep_report(sweep: CapacitySweep, train_config: TrainConfig, normaliser: float) -> str:
     r"""The page's table of the slot and width sweeps: trained / reference loss over
     $\mathbb E[y^2]$ = ``normaliser`` for each size, references ``sweep.subspace[m]`` (slots) and
     ``sweep.glu[h]`` (units)."""

@@ -22,6 +22,7 @@ from nlicl_lib.experiments.depth_study import budget_pairs
 from nlicl_lib.experiments.depth_sweep import DepthSweep, depth_sweep, shape_key
 from nlicl_lib.theory.closed_forms import kernel_features, null_loss, one_step_gd_optimum
 from nlicl_lib.theory.depth import GreedyReference, greedy_reference, schedule_features
+from nlicl_lib.training.train import TrainConfig
 
 
 def study_report(study: dict) -> str:
@@ -141,7 +142,7 @@ class CubicStudy:
         }
 
 
-def cubic_study(task: TaskConfig, slots: int, train_config, test_prompts: int,
+def cubic_study(task: TaskConfig, slots: int, train_config: TrainConfig, test_prompts: int,
                 fit_contexts: int, test_contexts: int, batch_size: int) -> CubicStudy:
     r"""Train stacks of 1 and 2 blocks with ``slots`` on the cubic ``task`` in one ensemble
     (:func:`~nlicl_lib.experiments.depth_sweep.depth_sweep`, the second GLU reads the slots),

@@ -15,6 +15,7 @@ from nlicl_lib.core.models import InContextRegressor, ModelConfig
 from nlicl_lib.core.tasks import TaskConfig
 from nlicl_lib.theory.values import exact_model_loss
 from nlicl_lib.training.ensemble import ensemble_test_loss, train_ensemble
+from nlicl_lib.training.train import TrainConfig
 
 
 def shape_key(slots: int, depth: int) -> str:
@@ -55,7 +56,7 @@ class DepthSweep:
         return self.loss[key] / self.null_loss
 
 
-def depth_sweep(task: TaskConfig, shapes: Sequence[tuple[int, int]], train_config,
+def depth_sweep(task: TaskConfig, shapes: Sequence[tuple[int, int]], train_config: TrainConfig,
                 glu_reads: str | None = None, test_prompts: int = 20000,
                 device: torch.device | str = "cpu", progress: bool | None = None
                 ) -> DepthSweep:

@@ -21,7 +21,7 @@ from numpy.typing import ArrayLike
 
 from nlicl_lib.core.errors import ConfigError, check_int
 from nlicl_lib.core.models import GLU, LSA, Block, InContextRegressor
-from nlicl_lib.core.monomials import PolyMap, monomial_exponents
+from nlicl_lib.core.monomials import PolyMap, monomial_exponents, quadratic_form_matrix
 
 
 def _full_gd_weights(layer: LSA, gamma: np.ndarray, feature_rows: int) -> None:
@@ -126,13 +126,9 @@ def glu_slot_features(glu: GLU, slots_in: PolyMap | None = None) -> PolyMap:
                           "a bilinear GLU that reads x and writes the slots")
     d = glu.input_dim
     exps = monomial_exponents(d, [2])
-    a = glu.w1.detach().double().cpu().numpy()
-    b = glu.w2.detach().double().cpu().numpy()
+    w1, w2 = (w.detach().double().cpu() for w in (glu.w1, glu.w2))
     w3 = glu.w3.detach().double().cpu().numpy()
-    hidden = np.zeros((glu.width, exps.shape[0]))
-    for k, alpha in enumerate(exps):
-        j, l = np.flatnonzero(alpha)[0], np.flatnonzero(alpha)[-1]
-        hidden[:, k] = a[:, j] * b[:, l] + (a[:, l] * b[:, j] if j != l else 0.0)
+    hidden = quadratic_form_matrix(w1, w2, d).numpy()
     names = tuple(f"slot {i + 1}" for i in range(glu.feature_slots))
     return PolyMap(exps, w3 @ hidden, names)
 

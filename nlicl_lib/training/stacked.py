@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -111,7 +111,7 @@ class StackedMembers(Protocol):
     def member_predictions(self, groups: Sequence[MemberGroup], batches: Sequence[Prompts]
                            ) -> tuple[torch.Tensor, torch.Tensor]: ...
 
-    def named_parameters(self): ...
+    def named_parameters(self) -> Iterator[tuple[str, torch.nn.Parameter]]: ...
 
 
 def clip_per_member(grads: Sequence[torch.Tensor], max_norm: float, member_dim: int = 0) -> None:
