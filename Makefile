@@ -4,7 +4,9 @@
 #   make book          set up .venv, execute (cached) and build the HTML: _build/html/index.html
 #   make test          set up .venv, run the unit tests (not the browser test)
 #   make browser-test  open every built page in headless chromium (needs `make book` first)
-#   make notebook-test run the chapters' downloaded notebooks in fresh kernels (after `make book`)
+#   make notebook-test the downloaded notebooks and the Colab copies, read and run as their readers would (after `make book`)
+#   make live-test     every chapter in a venv built from binder/ alone, as Binder builds it
+#   make binder-lock   rewrite binder/requirements.txt (every package pinned) from binder/requirements.in
 #   make reproduce     recompute every measured number into results/
 #   make lint          ruff
 #   make clean         remove the build, the caches and the set-up stamps (keeps .venv)
@@ -21,7 +23,7 @@ SETUP_STAMP := $(STAMPS)/setup
 CHROMIUM := /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: help setup book test browser-test notebook-test chromium reproduce lint clean
+.PHONY: help setup book test browser-test notebook-test live-test binder-lock chromium reproduce lint clean
 
 help:
 	@sed -n 's/^#   //p' Makefile
@@ -37,14 +39,22 @@ $(SETUP_STAMP): requirements.txt pyproject.toml $(BIN)/python
 
 setup: $(SETUP_STAMP)
 
+# The jupyterlab-myst render check (tests/test_myst_render.py): the npm packages jupyterlab-myst
+# uses, at the versions its lockfile pins (tests/myst_render/package-lock.json).
+MYST_RENDER := tests/myst_render
+MYST_RENDER_DEPS := $(MYST_RENDER)/node_modules/.package-lock.json
+$(MYST_RENDER_DEPS): $(MYST_RENDER)/package.json $(MYST_RENDER)/package-lock.json
+	@if command -v npm >/dev/null; then npm ci --prefix $(MYST_RENDER) --no-audit --no-fund --loglevel=error; \
+	else echo "npm not found: tests/test_myst_render.py will be skipped"; fi
+
 # --- the book ----------------------------------------------------------------------------
 # NLICL_BOOK_BUILD=1 makes nlicl_lib.book.display.show write figures for the static site.
 book: setup
 	NLICL_BOOK_BUILD=1 $(BIN)/python tools/build_book.py
 
 # --- tests -------------------------------------------------------------------------------
-test: setup
-	$(BIN)/python -m pytest -m "not browser and not built"
+test: setup $(MYST_RENDER_DEPS)
+	$(BIN)/python -m pytest -m "not browser and not built and not live"
 
 chromium:
 	@if [ ! -x $(CHROMIUM) ]; then \
@@ -57,9 +67,17 @@ chromium:
 browser-test: setup chromium
 	$(BIN)/python -m pytest -m browser tests/test_browser.py
 
-# The executed notebooks the site offers for download, run as a reader would (fresh kernel, CPU).
-notebook-test: setup
-	$(BIN)/python -m pytest -m built -s tests/test_notebooks.py
+# The notebooks the site offers: each download read as plain Markdown and drawn by nbconvert's
+# HTML in Chromium; each Colab copy run in a venv of Colab's versions (tests/envs/).
+notebook-test: setup chromium $(MYST_RENDER_DEPS)
+	$(BIN)/python -m pytest -m built -s tests/test_notebooks.py tests/test_myst_render.py tests/test_colab.py
+
+# Binder: a venv from binder/ alone (requirements, then postBuild), every chapter run in it.
+live-test: setup $(MYST_RENDER_DEPS)
+	$(BIN)/python -m pytest -m live -s tests/test_binder.py
+
+binder-lock: setup
+	$(BIN)/python tools/lock_binder.py
 
 # --- results -----------------------------------------------------------------------------
 reproduce: setup
@@ -69,4 +87,4 @@ lint: setup
 	$(BIN)/ruff check .
 
 clean:
-	rm -rf _build $(STAMPS) .pytest_cache .ruff_cache
+	rm -rf _build $(STAMPS) .pytest_cache .ruff_cache .envs

@@ -5,6 +5,7 @@ build, no browser (they run with ``make test``)."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -45,7 +46,7 @@ def test_colab_copy_installs_the_library_first_and_has_no_outputs():
     nbformat.validate(colab)
     first = colab.cells[0]
     assert first.cell_type == "code" and first.metadata["tags"] == ["colab-install"]
-    assert "git+https://github.com/nlicl/nlicl.git@main" in first.source
+    assert "git+https://github.com/nlicl/nlicl.git@main" in first.source  # the ref it is given
     assert "--no-deps" in first.source and '"google.colab" in sys.modules' in first.source
     assert [c.source for c in colab.cells[1:]] == [c.source for c in original.cells]
     code = [c for c in colab.cells if c.cell_type == "code"]
@@ -107,23 +108,17 @@ def test_one_hour_lab_takes_the_quickest_exercise_of_each_chapter_first():
 
 
 def test_run_times_come_from_the_execution_cache(tmp_path: Path):
-    from jupyter_cache import get_cache
-    from jupyter_cache.base import CacheBundleIn
-
-    cache = get_cache(str(tmp_path / "cache"))
-    nb = executed_notebook()
-    nb.cells[1].outputs.append(nbformat.v4.new_output(
+    cache = tmp_path / "cache"
+    cell = nbformat.v4.new_output(
         "display_data", data={"text/plain": "ok"},
         metadata={live.EXERCISE_KEY: {"id": "2.1", "title": "T", "seconds": 4.5,
-                                      "device": "cpu (2 threads)"}}))
-    cache.cache_notebook_bundle(CacheBundleIn(nb, str(tmp_path / "ch2.md"),
-                                              data={"execution_seconds": 12.5}), check_validity=False)
-    written = tmp_path / "ch2.ipynb"  # what myst-nb writes for the page (no outputs needed)
-    plain = executed_notebook()
-    plain.cells[1].outputs = []
-    nbformat.write(plain, written)
-    pages = live.executed_pages(str(tmp_path / "cache"),
-                                {"book/ch2": written, "book/ch3": tmp_path / "missing.ipynb"})
+                                      "device": "cpu (2 threads)"}})
+    entry = {"format": live.nlicl_exec.CACHE_FORMAT, "key": "k", "runtime": 12.5, "mtime": 0,
+             "cells": [None, {"outputs": [cell], "execution_count": 1}], "evals": [],
+             "metadata": {}}
+    cache.mkdir()
+    live.nlicl_exec.cache_file(cache, "book/ch2").write_text(json.dumps(entry))
+    pages = live.executed_pages(cache, ["book/ch2", "book/ch3"])
     assert list(pages) == ["book/ch2"]
     assert pages["book/ch2"].seconds == pytest.approx(12.5)
     assert pages["book/ch2"].exercises[0]["id"] == "2.1"
@@ -177,18 +172,17 @@ def test_the_build_stops_at_its_start_on_a_bad_repository_setting(tmp_path):
 def test_colab_install_cell_installs_the_library_from_a_clone_in_a_fresh_venv(tmp_path):
     """The Colab copy's first cell, as the build writes it from the repository setting but with
     the address of a local clone (a file URL), run as on Colab (``google.colab`` imported) in a
-    fresh virtual environment: it installs nlicl_lib from the clone's branch, without touching
-    the dependencies (Colab has them)."""
-    url, branch = repository_setting()
-    cell = live.colab_notebook(executed_notebook(), url, branch).cells[0].source
-    assert f"git+{url}.git@{branch}" in cell, "the install cell does not use the setting"
+    fresh virtual environment: it installs nlicl_lib from the clone at the commit the build
+    names (this checkout's HEAD), without touching the dependencies (Colab has them)."""
+    url, _ = repository_setting()
+    commit = live.build_commit(ROOT)
+    if commit is None:
+        pytest.skip("not a git checkout: no commit to install")
+    cell = live.colab_notebook(executed_notebook(), url, commit).cells[0].source
+    assert f"git+{url}.git@{commit}" in cell, "the install cell does not use the setting"
     clone = tmp_path / "nlicl.git"
     subprocess.run(["git", "clone", "--quiet", "--bare", str(ROOT), str(clone)], check=True)
-    heads = subprocess.run(["git", "-C", str(clone), "branch", "--list", branch],
-                           capture_output=True, text=True, check=True).stdout
-    if not heads.strip():
-        pytest.skip(f"this checkout has no branch {branch!r} to clone")
-    local = live.install_source(f"file://{tmp_path / 'nlicl'}", branch)
+    local = live.install_source(f"file://{tmp_path / 'nlicl'}", commit)
     assert local == cell.replace(url, f"file://{tmp_path / 'nlicl'}")
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
@@ -207,3 +201,13 @@ def test_colab_install_cell_installs_the_library_from_a_clone_in_a_fresh_venv(tm
     for part in ("core/tasks.py", "theory/closed_forms.py", "training/train.py", "experiments/cli.py",
                  "book/display.py", "experiments/data/depth_study.json"):
         assert (package / part).exists(), part
+
+
+def test_build_commit_is_the_environment_s_or_the_checkout_s(monkeypatch, tmp_path):
+    monkeypatch.setenv("NLICL_COMMIT", "0123456789abcdef0123456789abcdef01234567")
+    assert live.build_commit(ROOT) == "0123456789abcdef0123456789abcdef01234567"
+    monkeypatch.delenv("NLICL_COMMIT")
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
+                          text=True).stdout.strip()
+    assert live.build_commit(ROOT) == (head or None)
+    assert live.build_commit(tmp_path) is None  # not a checkout: the build falls back to the branch

@@ -126,7 +126,6 @@ def test_build_fails_on_warnings_after_a_successful_jupyter_book_run(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(build_book, "ROOT", tmp_path)
     monkeypatch.setattr(build_book.check_refs, "main", lambda: 0)
-    monkeypatch.setattr(build_book, "refresh_cache", lambda root: None)
     monkeypatch.setattr(build_book, "build", lambda: 0)
     executed = build_book.executed_notebooks_dir(tmp_path)
     write(executed, "book/ch1", notebook([stream("ok\n", name="stdout")]))

@@ -170,7 +170,7 @@ def test_threshold_sweep_structure(threshold_references):
         assert curve.trained_slots == {} and curve.trained_widths == {}
         values = [curve.kernel, curve.linear, curve.null_loss, *curve.slot_loss.values(),
                   *curve.width_loss.values()]
-        assert all(type(v) is float for v in values)  # glue-able Python floats
+        assert all(type(v) is float for v in values)  # Python floats, as the prose quotes them
 
 
 @pytest.mark.parametrize("d", THRESHOLD_DIMS)

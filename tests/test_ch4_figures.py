@@ -57,7 +57,7 @@ def test_references_are_the_capacity_module_s_and_ordered(computed):
     assert losses[-1] == pytest.approx(references.kernel, rel=1e-9)
     for m in range(4):
         assert references.subspace[m].loss <= references.coordinate[m].loss * (1 + 1e-9)
-    values = references.glue_values()
+    values = references.prose_values()
     assert values["p2"] == 3 and values["kernel_norm"] == references.kernel / references.normaliser
     assert values["monomial_gap"] == values["unit_gap"] == "equal"  # m = p2 = 3: all monomials
     # the best single slot is ||x||^2 (Proposition 12): equal coefficients on the squares

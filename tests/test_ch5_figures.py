@@ -130,7 +130,7 @@ def test_cubic_study_and_its_construction():
     study = ch5_studies.cubic_study(cubic_task, 10, config, test_prompts=50, fit_contexts=100,
                                     test_contexts=100, batch_size=100)
     assert study.all_monomials == 19 and study.all_features < study.one_block
-    values = study.glue_values()
+    values = study.prose_values()
     assert values["cubic_depth2"] == study.sweep.normalised("m10-L2")
     assert values["cubic_trained_vs_all"] in ("below", "above", "within two standard errors of")
     assert study.side_of_all_features(0.0, 0.0) == "below"

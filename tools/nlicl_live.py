@@ -2,19 +2,24 @@
 
 Loaded from ``_config.yml`` (``sphinx.local_extensions``), after ``nlicl_sphinx``.
 
-**Colab notebooks.** Colab opens only ``.ipynb`` files (from GitHub), and a Colab runtime does
-not have ``nlicl_lib``. After the build, every executed notebook the site offers for download
-(``_sources/<page>.ipynb``) gets a Colab copy, ``_colab/<page>.ipynb``: outputs and saved widget
-state removed, and a first cell that, on Colab only, installs the library from the book's
-repository (``pip install --no-deps git+<repository>@<branch>``; Colab already has torch,
-numpy, plotly, ipywidgets and tqdm, so nothing else is installed and no restart is needed).
-Elsewhere that cell does nothing. The Colab launch button of each chapter is pointed at that
-copy on the branch the site is published to (``nlicl_colab_branch``, default ``gh-pages``:
-publish with ``ghp-import -n -p -f _build/html``), instead of the ``.md`` source that Colab
-cannot open.
+**Notebooks outside the build.** The site offers each executed page for download
+(``_sources/<page>.ipynb``), and Colab opens a copy of it. Both are read where MyST is not
+rendered (a plain JupyterLab, Colab, GitHub), so after the build each download is rewritten by
+:func:`downloadable_notebook`: its text in plain Markdown with the values, theorem numbers,
+citations and exercise headings the page shows (``tools/nlicl_plain.py``), and each figure as
+plotly's own output beside the build's HTML, with plotly.js once for viewers that run the
+HTML's scripts. Colab opens only ``.ipynb`` files (from GitHub), and a Colab runtime does not
+have ``nlicl_lib``: every download gets a Colab copy, ``_colab/<page>.ipynb``, with outputs and
+saved widget state removed and a first cell that, on Colab only, installs the library at the
+commit the site was built from (``pip install --no-deps git+<repository>@<commit>``, see
+:func:`build_commit`; Colab already has torch, numpy, plotly, ipywidgets and tqdm, so nothing
+else is installed and no restart is needed). Elsewhere that cell does nothing. The Colab launch
+button of each chapter is pointed at that copy on the branch the site is published to
+(``nlicl_colab_branch``, default ``gh-pages``, where ``.github/workflows/publish.yml`` deploys
+the site), instead of the ``.md`` source that Colab cannot open.
 
 **Run times.** The directive ``{nlicl-run-times}`` (used by the instructors page) becomes, at
-the end of the build, two tables computed from the execution cache: each chapter's execution
+the end of the build, two tables computed from the execution cache (``tools/nlicl_exec.py``): each chapter's execution
 time in this build (or the last one that executed it) with the device, and the chapters'
 exercises with the time their solution cells took (recorded by ``nlicl_lib.book.exercises``) and
 whether they fit a one-hour lab. Pages holding the directive are re-read in every build, so
@@ -28,6 +33,8 @@ import math
 import os
 import platform
 import re
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +42,11 @@ from typing import Any
 from docutils import nodes
 from docutils.parsers.rst import Directive
 from sphinx.errors import ConfigError
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import binder_pages  # noqa: E402 (tools/ is not a package)
+import nlicl_exec  # noqa: E402
+import nlicl_plain  # noqa: E402
 
 COLAB_DIR = "_colab"
 EXERCISE_KEY = "nlicl_exercise"  # nlicl_lib.book.exercises.METADATA_KEY (not imported: no torch here)
@@ -51,13 +63,14 @@ RUNS_PER_EXERCISE = 3
 # --- Colab ---------------------------------------------------------------------------------
 
 
-def install_source(repository_url: str, branch: str) -> str:
-    """The first cell of a Colab notebook: install nlicl_lib, on Colab only."""
-    target = f"git+{repository_url.rstrip('/')}.git@{branch}"
+def install_source(repository_url: str, ref: str) -> str:
+    """The first cell of a Colab notebook: install nlicl_lib at ``ref`` (the commit the site was
+    built from), on Colab only."""
+    target = f"git+{repository_url.rstrip('/')}.git@{ref}"
     return (
-        "# On Colab: install the book's library, nlicl_lib (Colab already has torch, numpy,\n"
-        "# plotly, ipywidgets and tqdm). Anywhere else this cell does nothing: follow the\n"
-        "# set-up in the repository's README.\n"
+        "# On Colab: install the book's library, nlicl_lib, at the commit this notebook was built\n"
+        "# from (Colab already has torch, numpy, plotly, ipywidgets and tqdm). Anywhere else this\n"
+        "# cell does nothing: follow the set-up in the repository's README.\n"
         "import sys\n"
         "\n"
         'if "google.colab" in sys.modules:\n'
@@ -68,8 +81,23 @@ def install_source(repository_url: str, branch: str) -> str:
     )
 
 
-def colab_notebook(notebook: Any, repository_url: str, branch: str) -> Any:
-    """A copy of ``notebook`` for Colab: no outputs, no saved widget state, install cell first."""
+def build_commit(root: Path) -> str | None:
+    """The commit the site is built from: ``NLICL_COMMIT`` (the publishing workflow sets it),
+    else ``git rev-parse HEAD`` in ``root``; None outside a git checkout."""
+    commit = os.environ.get("NLICL_COMMIT", "").strip()
+    if commit:
+        return commit
+    try:
+        found = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                               text=True, check=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return found if re.fullmatch(r"[0-9a-f]{40}", found) else None
+
+
+def colab_notebook(notebook: Any, repository_url: str, ref: str) -> Any:
+    """A copy of ``notebook`` (the downloadable one, its text already plain Markdown) for
+    Colab: no outputs, no saved widget state, the install cell first."""
     import nbformat
 
     result = copy.deepcopy(notebook)
@@ -79,7 +107,7 @@ def colab_notebook(notebook: Any, repository_url: str, branch: str) -> Any:
             cell.execution_count = None
             cell.metadata.pop("execution", None)
     result.metadata.pop("widgets", None)
-    install = nbformat.v4.new_code_cell(install_source(repository_url, branch))
+    install = nbformat.v4.new_code_cell(install_source(repository_url, ref))
     install.metadata["tags"] = ["colab-install"]
     result.cells.insert(0, install)
     result.metadata.setdefault("colab", {})["provenance"] = []
@@ -143,23 +171,114 @@ def check_repository(app: Any, config: Any) -> None:
         raise ConfigError("; ".join(problems))
 
 
-def write_colab_notebooks(app: Any, exception: Exception | None) -> None:
+# --- the notebooks offered outside the build: download and Colab copy ------------------------
+
+PLOTLY_MIMETYPE = "application/vnd.plotly.v1+json"
+PLOTLY_LOADER_TAG = "nlicl-plotly-js"
+
+
+def plotly_loader_output(plotly_js: str) -> Any:
+    """An output that defines ``window.Plotly`` where a notebook's HTML outputs run scripts
+    (nbconvert's HTML, a trusted notebook): the figures' own scripts then draw. Invisible."""
+    import nbformat
+
+    return nbformat.v4.new_output(
+        "display_data",
+        # ``define``, ``module`` and ``exports`` hidden: where require.js is on the page (the
+        # classic notebook, nbconvert's template online), plotly.js would register as an AMD
+        # module instead of setting window.Plotly
+        data={"text/html": ('<script type="text/javascript">(function () {\n'
+                            "var define, module, exports;\n"
+                            f"{plotly_js}\n}}).call(window);</script>"),
+              "text/plain": ""},
+        metadata={"tags": [PLOTLY_LOADER_TAG]})
+
+
+def downloadable_notebook(notebook: Any, resolver: nlicl_plain.Resolver,
+                          plotly_js: str | None) -> Any:
+    """The executed page as a reader downloads it (see the module docstring): its text plain
+    Markdown with the values, theorem numbers and citations the page shows; each figure both
+    as plotly's own output (``application/vnd.plotly.v1+json``, which JupyterLab, VS Code and
+    Colab draw) and as the build's HTML, with plotly.js once before the first figure for
+    viewers that run the HTML's scripts (nbconvert). Idempotent: a notebook already converted
+    (``metadata.nlicl.plain``) is returned as it is."""
+    result = copy.deepcopy(notebook)
+    if result.metadata.get("nlicl", {}).get("plain"):
+        return result
+    loader_done = plotly_js is None
+    for cell in result.cells:
+        if cell.cell_type == "markdown":
+            expressions = cell.metadata.pop("user_expressions", [])
+            cell.source = nlicl_plain.plain_markdown(cell.source, expressions, resolver)
+            continue
+        if cell.cell_type != "code":
+            continue
+        outputs = []
+        for output in cell.get("outputs", []):
+            figure = output.get("metadata", {}).get("nlicl", {}).pop("figure", None)
+            if figure is not None:
+                output["data"][PLOTLY_MIMETYPE] = figure
+                if not loader_done:
+                    outputs.append(plotly_loader_output(plotly_js))
+                    loader_done = True
+            outputs.append(output)
+        cell.outputs = outputs
+    result.metadata.setdefault("nlicl", {})["plain"] = True
+    return result
+
+
+def resolver_for(app: Any, docname: str) -> nlicl_plain.Resolver:
+    from nlicl_lib.core.book_refs import RESULTS
+
+    env = app.env
+    bib = "\n".join((Path(app.srcdir) / f).read_text(encoding="utf-8")
+                    for f in getattr(app.config, "bibtex_bibfiles", []))
+    labels = {label: title for label, (_, _, title) in
+              env.domaindata.get("std", {}).get("labels", {}).items() if title}
+    return nlicl_plain.Resolver(
+        results=dict(RESULTS), citations=nlicl_plain.citations(bib),
+        titles={d: env.titles[d].astext() for d in env.found_docs if d in env.titles},
+        labels=labels, exercises=binder_pages.exercise_numbers(Path(app.srcdir) / "book"),
+        docname=docname)
+
+
+def write_notebooks(app: Any, exception: Exception | None) -> None:
+    """After the build: each downloadable ``_sources/<page>.ipynb`` made readable outside the
+    build (:func:`downloadable_notebook`), then its Colab copy (:func:`colab_notebook`)
+    installing the library at the commit the site was built from."""
     if exception is not None or app.builder.format != "html":
         return
     import nbformat
 
-    repository_url, branch = _repository(app)
-    if not repository_url:
-        return
     outdir = Path(app.outdir)
     sources = outdir / "_sources"
+    static = [Path(app.confdir) / p for p in app.config.html_static_path]
+    bundle = next((d / "vendor" / "plotly-cartesian.min.js" for d in static
+                   if (d / "vendor" / "plotly-cartesian.min.js").exists()), None)
+    plotly_js = bundle.read_text(encoding="utf-8") if bundle else None
+    repository_url, branch = _repository(app)
+    ref = build_commit(Path(app.srcdir)) or branch
+    problems = []
     for path in sorted(sources.rglob("*.ipynb")):
-        notebook = nbformat.read(path, as_version=4)
+        docname = path.relative_to(sources).with_suffix("").as_posix()
+        resolver = resolver_for(app, docname)
+        notebook = downloadable_notebook(nbformat.read(path, as_version=4), resolver, plotly_js)
+        problems += [f"{docname}: {problem}" for problem in resolver.problems]
+        text = nbformat.writes(notebook)
+        if path.read_text(encoding="utf-8") != text:
+            path.write_text(text, encoding="utf-8")
+        if not repository_url:
+            continue
         target = outdir / COLAB_DIR / path.relative_to(sources)
         target.parent.mkdir(parents=True, exist_ok=True)
-        text = nbformat.writes(colab_notebook(notebook, repository_url, branch))
-        if not target.exists() or target.read_text(encoding="utf-8") != text:
-            target.write_text(text, encoding="utf-8")
+        colab = nbformat.writes(colab_notebook(notebook, repository_url, ref))
+        if not target.exists() or target.read_text(encoding="utf-8") != colab:
+            target.write_text(colab, encoding="utf-8")
+    if problems:
+        from sphinx.errors import ExtensionError
+
+        raise ExtensionError("the downloadable notebooks' text could not be made plain "
+                             "Markdown:\n" + "\n".join(problems))
 
 
 def colab_url(colab: str, repository_url: str, branch: str, pagename: str) -> str:
@@ -243,34 +362,21 @@ class PageRun:
     exercises: list[dict]
 
 
-def executed_pages(cache_path: str, notebooks: dict[str, Path]) -> dict[str, PageRun]:
+def executed_pages(cache_dir: Path, docnames: list[str]) -> dict[str, PageRun]:
     """docname -> its last execution (seconds) and the exercises its outputs report, for the
-    pages whose notebook (``notebooks[docname]``, as myst-nb wrote it) is in the cache.
-
-    Matching by content, as jupyter-cache does, finds the record even when two pages share
-    one (identical code)."""
-    import nbformat
-    from jupyter_cache import get_cache
-
-    cache = get_cache(cache_path)
+    pages of ``docnames`` that have an entry in the execution cache (``tools/nlicl_exec.py``)."""
     pages = {}
-    for docname, path in notebooks.items():
-        if not path.exists():
-            continue
-        try:
-            record = cache.match_cache_notebook(nbformat.read(path, as_version=4))
-        except KeyError:
-            continue
-        seconds = (record.data or {}).get("execution_seconds")
-        if seconds is None:
+    for docname in docnames:
+        entry = nlicl_exec.load_entry(Path(cache_dir), docname)
+        if entry is None or entry.get("runtime") is None:
             continue
         found: dict[str, dict] = {}
-        for cell in cache.get_cache_bundle(record.pk).nb.cells:
-            for output in cell.get("outputs", []):
+        for cell in entry["cells"]:
+            for output in (cell or {}).get("outputs", []):
                 info = output.get("metadata", {}).get(EXERCISE_KEY)
                 if info:  # an exercise's last check has its whole cell's time
                     found[info["id"]] = dict(info)
-        pages[docname] = PageRun(docname, float(seconds), list(found.values()))
+        pages[docname] = PageRun(docname, float(entry["runtime"]), list(found.values()))
     return pages
 
 
@@ -345,11 +451,8 @@ def fill_run_times(app: Any, doctree: Any, docname: str) -> None:
     placeholders = list(doctree.findall(run_times_node))
     if not placeholders:
         return
-    config = getattr(app.env, "mystnb_config", None)
-    cache_path = getattr(config, "execution_cache_path", None)
-    executed = Path(app.outdir).parent / "jupyter_execute"
-    notebooks = {d: executed / f"{d}.ipynb" for d in app.env.found_docs if d != docname}
-    pages = executed_pages(cache_path, notebooks) if cache_path else {}
+    cache_dir = Path(app.outdir).parent / nlicl_exec.CACHE_DIR_NAME
+    pages = executed_pages(cache_dir, sorted(d for d in app.env.found_docs if d != docname))
     device, machine = build_machine()
     chapters = list(pages)
     order = {d: i for i, d in enumerate(app.env.toctree_includes.get(app.config.root_doc, []))}
@@ -420,7 +523,7 @@ def setup(app: Any) -> dict[str, Any]:
     app.connect("html-page-context", point_colab_button, priority=550)
     app.connect("html-page-context", name_toggles_by_their_text)
     app.connect("html-page-context", unlist_citations)
-    app.connect("build-finished", write_colab_notebooks, priority=900)
+    app.connect("build-finished", write_notebooks, priority=900)
     app.connect("doctree-resolved", fill_run_times)
     app.connect("env-get-outdated", always_reread)
     app.connect("env-purge-doc", purge)

@@ -23,12 +23,7 @@ carry plotly.js (see its docstring). This extension
   so editing only ``book/_static/nlicl.css`` would otherwise change nothing;
 * drops sphinx-thebe's scripts from the pages when thebe is off (``launch_buttons.thebe``):
   jupyter-book always loads the extension, which then adds its configuration script once per
-  reading pass, so a page can declare ``const THEBE_JS_URL`` twice and throw a SyntaxError;
-* makes every downloadable ``.ipynb`` the *executed* notebook. myst-nb 1.4 in ``cache`` mode
-  writes ``_build/jupyter_execute/<page>.ipynb`` (which sphinx-book-theme copies to
-  ``_sources/`` for the download button) from the unexecuted notebook whenever the outputs
-  came from the cache rather than from a fresh execution, so those downloads had no outputs.
-  After the build, each such notebook is merged with its cached execution.
+  reading pass, so a page can declare ``const THEBE_JS_URL`` twice and throw a SyntaxError.
 
 It is loaded from ``_config.yml`` (``sphinx.local_extensions``).
 """
@@ -241,41 +236,10 @@ def drop_thebe(app: Any, pagename: str, templatename: str, context: dict, doctre
             context[key] = [asset for asset in context[key] if not _is_thebe_asset(asset)]
 
 
-def _merge_cached_outputs(cache: Any, path: Path) -> None:
-    """Replace the notebook at ``path`` by its merge with the cached execution, if any."""
-    import nbformat
-
-    original = path.read_text(encoding="utf-8")
-    notebook = nbformat.reads(original, as_version=4)
-    try:
-        _, merged = cache.merge_match_into_notebook(notebook)
-    except KeyError:  # not in the cache (e.g. the page is not executed)
-        return
-    text = nbformat.writes(merged)
-    if text != original:
-        path.write_text(text, encoding="utf-8")
-
-
-def complete_executed_notebooks(app: Any, exception: Exception | None) -> None:
-    config = getattr(app.env, "mystnb_config", None)
-    if exception is not None or app.builder.format != "html" or config is None:
-        return
-    if config.execution_mode != "cache" or not config.execution_cache_path:
-        return
-    from jupyter_cache import get_cache
-
-    cache = get_cache(config.execution_cache_path)
-    outdir = Path(app.outdir)
-    for folder in (outdir / "_sources", outdir.parent / "jupyter_execute"):
-        for path in sorted(folder.rglob("*.ipynb")):
-            _merge_cached_outputs(cache, path)
-
-
 def setup(app: Any) -> dict[str, Any]:
     app.connect("builder-inited", prepare_static)
     app.connect("env-get-outdated", reread_when_static_changed)
     app.connect("html-page-context", add_plotly_js)
     app.connect("html-page-context", drop_thebe, priority=900)
     app.connect("html-page-context", refuse_widget_state, priority=950)
-    app.connect("build-finished", complete_executed_notebooks)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}

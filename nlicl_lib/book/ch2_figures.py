@@ -7,7 +7,7 @@ r"""Chapter 2's figures, tables and prose numbers, each trained result next to i
   LSA (Corollary 7 (cor-linear-bound)), the best single step of linear GD (Theorem 9
   (thm-feature-optimum), $\psi = x$), tuned ridge on $x$ and the zero predictor;
 - :func:`results_table`, :func:`finite_context_table`, :func:`diagnosis_table`: the printed tables;
-- :func:`prose_values`, :func:`diagnosis_values`: the numbers the prose quotes (``glue`` names).
+- :func:`prose_values`, :func:`diagnosis_values`: the numbers the prose quotes (``prose`` names).
 """
 
 from __future__ import annotations
@@ -163,7 +163,7 @@ def _off_chart_text(exploded: list[tuple[int, float]]) -> str:
 def prose_values(trained: Mapping[tuple[str, str, int], TrainedModel], tasks: Mapping[str, TaskConfig],
                  forms: Mapping[str, str], depths: Sequence[int], refs: LinearReferences
                  ) -> dict[str, float | str]:
-    r"""The numbers of the prose after :func:`bound_figure`, by ``glue`` name: the loss ranges over
+    r"""The numbers of the prose after :func:`bound_figure`, by ``prose`` name: the loss ranges over
     depth (``range_<task[:4]>_<form>``), the pure-quadratic full stacks of depth 1 and 3, the best
     single step, $\mathbb E[y_{\text{quad}}^2]$ and $\mathbb E[y_{\text{lin}}^2]$ of the linear +
     quadratic task and their ratio (the noise-to-signal of the linear part), tuned ridge, the full
@@ -251,7 +251,7 @@ def diagnosis_table(diagnosis: Mapping[tuple[str, int], Mapping[str, float]]) ->
 
 def diagnosis_values(diagnosis: Mapping[tuple[str, int], Mapping[str, float]], worst_depth: int
                      ) -> dict[str, float | str]:
-    """The prose's numbers of the diagnosis at ``worst_depth``, by ``glue`` name:
+    """The prose's numbers of the diagnosis at ``worst_depth``, by ``prose`` name:
     ``diag_<column>_full`` and ``diag_<column>_gd`` for every column, and the large-label losses
     written out for the prose (:func:`number`)."""
     full, gd = diagnosis["full P, Q", worst_depth], diagnosis["GD form", worst_depth]

@@ -43,6 +43,7 @@ from __future__ import annotations
 import hashlib
 import html
 import itertools
+import json
 import math
 import os
 import re
@@ -304,6 +305,36 @@ SR_ONLY_STYLE = ("position:absolute;width:1px;height:1px;margin:-1px;padding:0;b
 rules as the class ``nlicl-sr-only`` of the book's CSS, so it works without that)."""
 
 
+class ProseValues:
+    """The numbers a page's prose quotes, by name: ``prose.ratio = 0.99`` in a code cell, then
+    ``{eval}`f"{prose.ratio:.4f}"``` in the text.
+
+    The ``{eval}`` inline role evaluates its expression in the page's kernel where the text
+    stands: MyST-NB does it in the book build, ``jupyterlab-myst`` when a reader runs the
+    notebook in JupyterLab (Binder), and the build writes the values into the text of the
+    notebooks it offers for download and for Colab. One object per page keeps those names
+    apart from the page's own variables. Values are set as attributes, or by name with
+    ``prose[name] = value`` (names computed in a loop); reading a name that was never set is
+    an ``AttributeError`` that names it, so a typo in the text fails the strict build.
+    """
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(f"prose value name must be a Python identifier; got {name!r}")
+        setattr(self, name, value)
+
+    def __getitem__(self, name: str) -> Any:
+        return getattr(self, name)
+
+    def update(self, values: dict[str, Any]) -> None:
+        """Set every ``name: value`` of ``values``."""
+        for name, value in values.items():
+            self[name] = value
+
+    def __repr__(self) -> str:
+        return f"ProseValues({', '.join(sorted(vars(self)))})"
+
+
 def in_book_build() -> bool:
     """True when the code runs inside the book build (``NLICL_BOOK_BUILD=1``)."""
     return os.environ.get(BOOK_BUILD_ENV, "").strip().lower() in {"1", "true", "yes"}
@@ -505,6 +536,10 @@ def figure_output(fig: go.Figure) -> tuple[dict[str, str], dict[str, Any]]:
             "figure_id": figure_id,
             "traces": len(prepared.data),
             "drawn_traces": drawn_trace_count(prepared),
+            # the figure as plotly's own JSON: the build moves it into the output's data
+            # (``application/vnd.plotly.v1+json``) of the notebooks readers download, where
+            # JupyterLab draws it; not in the data here, where myst-nb would warn about it
+            "figure": json.loads(pio.to_json(prepared, validate=False)),
         }
     }
     return data, metadata

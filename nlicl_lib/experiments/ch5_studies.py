@@ -122,8 +122,8 @@ class CubicStudy:
             return "above"
         return "within two standard errors of"
 
-    def glue_values(self) -> dict[str, float | str]:
-        """The values the page quotes, by glue name."""
+    def prose_values(self) -> dict[str, float | str]:
+        """The values the page quotes, by ``prose`` name."""
         one, two = self.keys
         null, sweep, reference = self.null_loss, self.sweep, self.reference
         return {

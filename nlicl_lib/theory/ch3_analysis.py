@@ -12,7 +12,7 @@ $\Gamma^* = S B^{-1}$ when $\operatorname{span}\psi = \operatorname{span}\phi$ (
 thm-feature-optimum, Corollary cor-same-span), with loss $\mathcal L^*(n) \le
 \min(c/n, \mathbb E[y^2])$, $c = \operatorname{tr}(S^{-1}F) - \operatorname{tr}S$ (Proposition
 prop-one-over-n). Each function below computes one of the page's measurements; the ones named
-``*_values`` return the page's glued numbers by glue name. Trained models come in as
+``*_values`` return the numbers the page's prose quotes, by name. Trained models come in as
 :class:`~nlicl_lib.core.models.InContextRegressor` (the training lives in
 :mod:`nlicl_lib.experiments.ch3_studies`).
 """
@@ -510,7 +510,7 @@ def kernel_weight_values(moments: GDMoments, weights: np.ndarray, tolerance: flo
 def usage_values(models: Mapping[str, InContextRegressor], losses: Mapping[str, float],
                  optimum: closed_forms.OneStepOptimum) -> dict[str, float | int]:
     """Exercise 3.2's solution: for the block of each initialisation, how many directions it uses,
-    its loss / optimum and its usage range (glue names ``ex32_<init>_...``)."""
+    its loss / optimum and its usage range (names ``ex32_<init>_...``)."""
     found: dict[str, float | int] = {}
     for init, model in models.items():
         usage = feature_analysis.direction_usage(model, optimum.gamma).usage

@@ -98,8 +98,8 @@ class OneBlockReferences:
                   for m in range(GAP_FROM, self.p2 + 1)) / self.normaliser
         return "equal" if gap == 0 else f"equal to {gap:.0e} of E[y²]"
 
-    def glue_values(self) -> dict[str, float | int | str]:
-        """The values the page's prose quotes, by glue name."""
+    def prose_values(self) -> dict[str, float | int | str]:
+        """The values the page's prose quotes, by ``prose`` name."""
         return {
             "kernel_norm": self.kernel / self.normaliser,
             "linear_norm": self.linear / self.normaliser,
@@ -134,7 +134,7 @@ def one_block_references(task: TaskConfig) -> OneBlockReferences:
 def short_context_values(input_dim: int = 5, context_length: int = 20) -> dict[str, float]:
     r"""The kernel optimum $\mathcal L^*((x; \phi_2))$ and linear GD's $\mathcal L^*(x)$, over
     $\mathbb E[y^2]$, of the quadratic task with ``input_dim`` $d$ and ``context_length`` $n$:
-    glued as ``kernel_d{d}_n{n}`` and ``linear_d{d}_n{n}``."""
+    quoted as ``kernel_d{d}_n{n}`` and ``linear_d{d}_n{n}``."""
     task = TaskConfig(kind="poly", input_dim=input_dim, context_length=context_length, degree=2)
     key = f"d{input_dim}_n{context_length}"
     return {f"kernel_{key}": best_coordinate_subset(task, monomial_count(input_dim, 2))

@@ -1,0 +1,143 @@
+"""Every chapter runs on Binder as a reader opens it there.
+
+Binder (repo2docker) builds its environment from ``binder/`` alone: ``pip install -r
+binder/requirements.txt``, then ``binder/postBuild``. These tests do the same into a fresh venv
+(``.envs/binder``, reused while those files do not change), with nothing from the book build's
+``.venv``, then open each chapter's source notebook (``book/<chapter>.md``, as JupyterLab opens it
+with jupytext) and run it top to bottom in a kernel of that venv, on the CPU, under 1 GB of
+peak memory (what Binder gives a chapter), and press one live panel's Train button.
+
+What they cannot check: a real Binder (its image build, network, and JupyterLab in a browser).
+The rendering of the chapters' MyST by jupyterlab-myst is checked by ``tests/test_myst_render.py``.
+Run with ``make live-test`` (marker ``live``); ``NLICL_NOTEBOOKS=ch2,ch3`` restricts the chapters.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import jupytext
+import pytest
+from notebook_envs import ENVS_DIR, ensure_venv, run_notebook
+
+pytestmark = pytest.mark.live
+
+ROOT = Path(__file__).resolve().parents[1]
+BINDER = ROOT / "binder"
+MEMORY_LIMIT_BYTES = 10**9
+CHAPTERS = sorted((ROOT / "book").glob("ch*.md"))
+chosen = {c.strip() for c in os.environ.get("NLICL_NOTEBOOKS", "").split(",") if c.strip()}
+if chosen:
+    CHAPTERS = [c for c in CHAPTERS if c.stem.split("_")[0] in chosen]
+
+PANEL_TRAIN = """\
+from IPython.display import display
+from nlicl_lib.book.panels import lsa_gd_panel
+
+panel = lsa_gd_panel()
+display(panel)
+panel.train_button.click()  # as a reader's click: errors become the panel's message
+assert panel.last_error is None, panel.last_error
+(result,) = panel.results
+print(f"panel trained in {result.seconds:.1f} s: test loss {result.normalised_test_loss:.4f}")
+"""
+
+
+IGNORED = shutil.ignore_patterns(".git", ".venv", ".envs", "_build", ".stamps", "node_modules",
+                                 "__pycache__", ".pytest_cache", ".ruff_cache", "*.egg-info")
+
+
+def binder_checkout() -> Path:
+    """Binder's copy of the repository: the working tree without what git ignores (a fresh
+    copy at every session; postBuild rewrites its pages, never the real ones)."""
+    copy = ENVS_DIR / "binder-repo"
+    if copy.exists():
+        shutil.rmtree(copy)
+    shutil.copytree(ROOT, copy, ignore=IGNORED)
+    return copy
+
+
+@pytest.fixture(scope="module")
+def binder() -> tuple[Path, Path]:
+    """(python, repository copy): the venv built from ``binder/`` as repo2docker builds it, its
+    ``postBuild`` run in the copy (when the venv is reused, the copy's pages are rewritten by
+    the same ``tools/binder_pages.py`` call postBuild makes)."""
+    copy = binder_checkout()
+    version = hashlib.sha256((BINDER / "postBuild").read_bytes()).hexdigest()[:16]
+    post_build = ["bash", "-c", f"cd {shlex.quote(str(copy))} && bash binder/postBuild  # {version}"]
+    # binder/requirements.txt names PyTorch's CPU index, which Binder reaches and this machine
+    # does not: without retries pip moves on at once to the same wheel from the local mirror
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PIP_RETRIES", "0")
+        python = ensure_venv("binder", [BINDER / "requirements.txt"], after=[post_build])
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "-e", str(copy)],
+                   check=True, capture_output=True)
+    subprocess.run([str(python), str(copy / "tools" / "binder_pages.py")], check=True, cwd=copy)
+    return python, copy
+
+
+def pinned(path: Path) -> dict[str, str]:
+    found = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line or line.startswith("-"):
+            continue
+        match = re.fullmatch(r"([A-Za-z0-9_.-]+)==(\S+)", line)
+        assert match, f"{path.name}: {line!r} is not pinned as name==version"
+        found[re.sub(r"[-_.]+", "-", match.group(1)).lower()] = match.group(2)
+    return found
+
+
+def test_binder_requirements_pin_every_package_and_agree_with_the_book() -> None:
+    locked = pinned(BINDER / "requirements.txt")
+    direct = pinned(BINDER / "requirements.in")
+    book = pinned(ROOT / "requirements.txt")
+    for name, version in direct.items():
+        assert locked.get(name) == version, f"binder/requirements.txt has {name}=={locked.get(name)}"
+        if name in book:
+            assert book[name] == version.split("+")[0], (
+                f"binder pins {name}=={version}, requirements.txt {book[name]}")
+
+
+def test_the_binder_environment_is_exactly_the_pinned_one(binder: tuple[Path, Path]) -> None:
+    frozen = subprocess.run([str(binder[0]), "-m", "pip", "freeze", "--all", "--exclude", "pip",
+                             "--exclude", "setuptools", "--exclude", "wheel"],
+                            capture_output=True, text=True, check=True).stdout.splitlines()
+    installed = {}
+    for line in frozen:
+        if "nlicl" in line.lower() or line.startswith(("#", "-e")):
+            continue  # the library itself, installed by postBuild
+        name, _, version = line.partition("==")
+        installed[re.sub(r"[-_.]+", "-", name).lower()] = version
+    assert installed == pinned(BINDER / "requirements.txt")
+    assert "myst_nb" not in frozen and "myst-nb" not in str(frozen).lower()
+
+
+@pytest.mark.parametrize("source", CHAPTERS, ids=[c.stem for c in CHAPTERS])
+def test_chapter_runs_top_to_bottom_in_the_binder_environment(
+        binder: tuple[Path, Path], source: Path, tmp_path: Path) -> None:
+    python, copy = binder
+    notebook = jupytext.read(copy / "book" / source.name)  # what JupyterLab opens there
+    run = run_notebook(python, notebook, tmp_path)
+    print(f"{source.stem}: {run.seconds:.0f} s, peak memory {run.peak_bytes / 2**20:.0f} MiB")
+    assert run.peak_bytes < MEMORY_LIMIT_BYTES, (
+        f"{source.name} peaked at {run.peak_bytes / 2**20:.0f} MiB on Binder's 1 GB")
+
+
+def test_a_live_panel_trains_in_the_binder_environment(binder: tuple[Path, Path],
+                                                      tmp_path: Path) -> None:
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell(PANEL_TRAIN)]
+    run = run_notebook(binder[0], notebook, tmp_path)
+    text = "".join(o.get("text", "") for o in run.notebook.cells[0].outputs)
+    print(text.strip(), f"(peak {run.peak_bytes / 2**20:.0f} MiB)")
+    assert "panel trained in" in text
+    assert run.peak_bytes < MEMORY_LIMIT_BYTES

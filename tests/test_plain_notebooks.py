@@ -1,0 +1,160 @@
+"""The notebooks the book offers outside its build (tools/nlicl_plain.py, tools/nlicl_live.py)
+and the inline execution's cache (tools/nlicl_exec.py). Unit tests: no book build."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+plain = load("nlicl_plain")
+nlicl_exec = load("nlicl_exec")
+live = load("nlicl_live")
+
+
+def resolver(**overrides):
+    values = dict(
+        results={"thm-linear-optimum": ("Theorem", 5, "The best one-step preconditioner")},
+        citations={"ahn2023": ("Ahn et al.", "2023"), "zhang2024": ("Zhang et al.", "2024")},
+        titles={"book/instructors": "For instructors"},
+        labels={"sec-depth": "Depth"},
+        exercises={"ex-1-1": "1.1"},
+        docname="book/ch1",
+    )
+    values.update(overrides)
+    return plain.Resolver(**values)
+
+
+def ok(text):
+    return {"expression": "x", "result": {"status": "ok", "data": {"text/plain": text}}}
+
+
+def test_roles_become_what_the_site_shows():
+    source = ("Loss {eval}`f\"{prose.r:.4f}\"` on {eval}`prose.device` "
+              "({prf:ref}`thm-linear-optimum`, {prf:ref}`the optimum <thm-linear-optimum>`), "
+              "as {cite:t}`ahn2023` show {cite:p}`ahn2023,zhang2024`; see {doc}`instructors`, "
+              "{doc}`the plan <instructors>`, {ref}`sec-depth` and {math}`x^2`.")
+    r = resolver()
+    text = plain.plain_markdown(source, [ok("'0.9995'"), ok("'the CPU'")], r)
+    assert text == ("Loss 0.9995 on the CPU (Theorem 5, the optimum), as Ahn et al. [2023] show "
+                    "[Ahn et al., 2023; Zhang et al., 2024]; see For instructors, the plan, "
+                    "Depth and $x^2$.")
+    assert r.problems == [] and plain.leftovers(text) == []
+
+
+def test_numbers_keep_their_text_and_errors_are_visible():
+    assert plain.expression_text({"status": "ok", "data": {"text/plain": "12"}}) == "12"
+    assert plain.expression_text({"status": "ok", "data": {"text/plain": repr("it's")}}) == "it's"
+    assert plain.expression_text({"status": "ok", "data": {"text/plain": "['a']"}}) == "['a']"
+    assert plain.expression_text({"status": "error", "ename": "NameError",
+                                  "evalue": "x"}) == "<NameError: x>"
+
+
+def test_exercises_admonitions_targets_and_comments():
+    source = "\n".join([
+        "(sec-ex)=", "% a comment", "````{exercise-start} A {eval}`prose.n` step rate",
+        ":label: ex-1-1", "````", "", "Set it.", "", "````{exercise-end}", "````",
+        "````{solution-start} ex-1-1", ":class: dropdown", "````", "````{solution-end}", "````",
+        ":::{tip} Why", "It is {prf:ref}`thm-linear-optimum`.", ":::",
+        "```python", "print('{prf:ref}` stays code')", "```"])
+    r = resolver()
+    text = plain.plain_markdown(source, [ok("3")], r)
+    assert text.split("\n") == [
+        "**Exercise 1.1** (A 3 step rate)", "", "Set it.", "", "**Solution to Exercise 1.1**",
+        "> **Why.**", ">", "> It is Theorem 5.", "```python", "print('{prf:ref}` stays code')", "```"]
+    assert r.problems == []
+
+
+def test_what_cannot_be_resolved_is_reported_not_hidden():
+    r = resolver()
+    text = plain.plain_markdown("{prf:ref}`nope` {cite:t}`who` {eval}`a` {foo}`bar`", [], r)
+    assert plain.leftovers(text) == ["{eval}`", "{foo}`"]  # kept, visible, reported
+    assert any("unknown label 'nope'" in p for p in r.problems)
+    assert any("unknown key 'who'" in p for p in r.problems)
+    assert any("1 {eval} role(s) but 0 value(s)" in p for p in r.problems)
+    assert any("role {foo}" in p for p in r.problems)
+    assert plain.leftovers("x {glue:text}`a` y\n```{exercise-start} T\n") == [
+        "{glue:text}`", "```{exercise-start}"]
+    assert plain.leftovers("a {glue} b") == ["{glue"]
+
+
+def figure_notebook():
+    nb = nbformat.v4.new_notebook()
+    md = nbformat.v4.new_markdown_cell("Ratio {eval}`prose.r`.")
+    md.metadata["user_expressions"] = [ok("0.5")]
+    figure = {"data": [{"type": "scatter", "y": [1, 2]}], "layout": {}}
+    outputs = [nbformat.v4.new_output(
+        "display_data", data={"text/html": "<div>fig</div>", "text/plain": "<fig>"},
+        metadata={"nlicl": {"figure_id": f"f{i}", "traces": 1, "figure": figure}})
+        for i in range(2)]
+    code = nbformat.v4.new_code_cell("show(fig)", outputs=outputs)
+    nb.cells = [md, code]
+    return nb
+
+
+def test_downloads_carry_values_and_figures_that_draw_anywhere():
+    original = figure_notebook()
+    notebook = live.downloadable_notebook(original, resolver(), "/* plotly.js */")
+    assert notebook.cells[0].source == "Ratio 0.5."
+    assert "user_expressions" not in notebook.cells[0].metadata
+    loader, first, second = notebook.cells[1].outputs
+    assert "/* plotly.js */" in loader["data"]["text/html"]  # once, before the first figure
+    for output in (first, second):
+        assert output["data"][live.PLOTLY_MIMETYPE]["data"][0]["type"] == "scatter"
+        assert "figure" not in output["metadata"]["nlicl"]
+    assert original.cells[0].source == "Ratio {eval}`prose.r`."  # the original is left alone
+    assert live.downloadable_notebook(notebook, resolver(), "/* plotly.js */") == notebook
+    nbformat.validate(notebook)
+
+
+def test_the_cache_key_follows_code_quoted_expressions_and_inputs_not_prose():
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("Text {eval}`prose.a`."),
+                nbformat.v4.new_code_cell("prose.a = 1")]
+    key = nlicl_exec.page_key(nb, nlicl_exec.eval_expressions(nb), "digest")
+    assert nlicl_exec.eval_expressions(nb) == [(0, "prose.a")]
+
+    def changed(edit, digest="digest"):
+        copy = nbformat.reads(nbformat.writes(nb), as_version=4)
+        edit(copy)
+        return nlicl_exec.page_key(copy, nlicl_exec.eval_expressions(copy), digest) != key
+
+    assert not changed(lambda c: setattr(c.cells[0], "source", "Other text {eval}`prose.a`."))
+    assert changed(lambda c: setattr(c.cells[0], "source", "Text {eval}`prose.a + 1`."))
+    assert changed(lambda c: setattr(c.cells[1], "source", "prose.a = 2"))
+    assert changed(lambda c: None, digest="another library")
+
+
+def test_the_inputs_digest_covers_the_library_and_the_pins(tmp_path):
+    (tmp_path / "nlicl_lib").mkdir()
+    (tmp_path / "nlicl_lib" / "a.py").write_text("x = 1\n")
+    (tmp_path / "requirements.txt").write_text("torch==1\n")
+    first = nlicl_exec.inputs_digest(tmp_path)
+    (tmp_path / "nlicl_lib" / "data.json").write_text("{}")
+    second = nlicl_exec.inputs_digest(tmp_path)
+    (tmp_path / "requirements.txt").write_text("torch==2\n")
+    assert len({first, second, nlicl_exec.inputs_digest(tmp_path)}) == 3
+
+
+@pytest.mark.parametrize(("outputs", "wanted"), [
+    ([{"output_type": "execute_result", "data": {"text/plain": "1"}, "metadata": {}}],
+     {"status": "ok", "data": {"text/plain": "1"}, "metadata": {}}),
+    ([{"output_type": "error", "ename": "E", "evalue": "v", "traceback": []}],
+     {"status": "error", "ename": "E", "evalue": "v", "traceback": []}),
+])
+def test_user_expressions_in_jupyterlab_myst_s_format(outputs, wanted):
+    assert nlicl_exec.user_expression("x", outputs) == {"expression": "x", "result": wanted}
