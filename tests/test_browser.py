@@ -46,6 +46,12 @@ it (title, legend, axis titles, tick labels, annotations, slider labels) lies in
 figure, the title overlaps neither the legend nor the plot area, and subplot titles do not
 overlap one another; and nothing fails, as above.
 
+Navigation (``TestNavigation``, on a chapter page): on a touch phone (390 x 844) and tablet
+(768 x 1024), tapping the header's chapter-list button opens a drawer whose five chapter links
+are shown on top, inside the viewport, and tapping the backdrop closes it (twice over); the
+page-contents button does the same with the page's section headings. At desktop width a click
+on the header's sidebar button collapses the primary sidebar and a second click brings it back.
+
 Set ``NLICL_SCREENSHOTS=DIR`` to save a screenshot of every page (desktop, dark and phone), and
 ``NLICL_HTML_DIR=DIR`` to test another copy of the built site than ``_build/html``.
 """
@@ -549,10 +555,13 @@ class OpenPage:
         )
 
 
-def _open(browser: object, site_url: str, page_name: str, viewport: dict) -> OpenPage:
+def _open(browser: object, site_url: str, page_name: str, viewport: dict,
+          **context_options: object) -> OpenPage:
+    """The page, loaded and settled; ``context_options`` go to playwright's ``new_context``
+    (``has_touch``, ``is_mobile`` for a phone or a tablet)."""
     watch = PageWatch()
     context = browser.new_context(viewport=viewport, color_scheme="light",
-                                  service_workers="block")
+                                  service_workers="block", **context_options)
     context.route("**/*", watch.block_outside)
     page = context.new_page()
     watch.watch(page)
@@ -1024,3 +1033,203 @@ class TestPhone:
 
     def test_nothing_failed(self, phone: OpenPage) -> None:
         phone.watch.assert_none(phone.name)
+
+
+# --- navigation: the sidebars' toggle buttons ----------------------------------------------
+# Under 992 px the chapter list (primary sidebar) and under 1200 px the page contents
+# (secondary sidebar) are drawers that the header's buttons open; at desktop width the chapter
+# button collapses the sidebar instead. A button that nothing handles, or that two handlers
+# toggle twice, leaves a phone reader with Previous/Next only (issue 21).
+
+NAV_PAGE = "book/ch3_glu_kernel.html"  # a chapter: the page a reader navigates from
+TABLET = {"width": 768, "height": 1024}
+TOUCH_SCREENS = [pytest.param(PHONE, id="phone-390"), pytest.param(TABLET, id="tablet-768")]
+NAV_TIMEOUT_MS = 3_000  # the drawers slide in and the sidebar slides out (0.2-0.3 s)
+NAV_SETTLE_MS = 600  # after a tap: time for a second handler to undo what the first did
+
+# What a reader sees of both sidebars. An element counts as shown when it is rendered inside
+# the viewport and is the topmost element at its centre (not under a backdrop or off-screen).
+NAV_STATE_JS = """(chapters) => {
+  const shown = (element) => {
+    const box = element.getBoundingClientRect();
+    if (box.width < 1 || box.height < 1 || getComputedStyle(element).visibility !== 'visible'
+        || box.left < 0 || box.top < 0 || box.right > innerWidth || box.bottom > innerHeight) {
+      return false;
+    }
+    const hit = document.elementFromPoint(box.left + box.width / 2, box.top + box.height / 2);
+    return hit !== null && element.contains(hit);
+  };
+  const text = (element) => {
+    const copy = element.cloneNode(true);
+    copy.querySelectorAll('.headerlink').forEach((anchor) => anchor.remove());
+    return copy.textContent.replace(/\\s+/g, ' ').trim();
+  };
+  const navLinks = Array.from(document.querySelectorAll('.bd-docs-nav a'));
+  const sidebar = document.querySelector('.bd-sidebar-primary');
+  const box = sidebar ? sidebar.getBoundingClientRect() : null;
+  return {
+    chapters: chapters.map((url) => {
+      const link = navLinks.find((a) => a.href.split('#')[0] === url);
+      return {url, found: Boolean(link), shown: link ? shown(link) : false};
+    }),
+    headings: Array.from(document.querySelectorAll('#pst-page-toc-nav li.toc-h2 > a'))
+      .map((link) => {
+        const section = document.getElementById(decodeURIComponent(link.hash.slice(1)));
+        const heading = section && section.querySelector('h2');
+        return {text: text(link), heading: heading ? text(heading) : null, shown: shown(link)};
+      }),
+    sidebar: box ? {width: Math.round(box.width), right: Math.round(box.right),
+                    visibility: getComputedStyle(sidebar).visibility} : null,
+  };
+}"""
+
+
+def toc_chapters() -> list[str]:
+    """The five chapters' pages (_toc.yml's book/chN_... files), relative to the site."""
+    toc = (ROOT / "_toc.yml").read_text(encoding="utf-8")
+    return [f"{name}.html" for name in re.findall(r"file:\s*(book/ch\d+\S*)", toc)]
+
+
+def _chapters_shown(state: dict) -> bool:
+    return bool(state["chapters"]) and all(c["shown"] for c in state["chapters"])
+
+
+def _chapters_hidden(state: dict) -> bool:
+    return not any(c["shown"] for c in state["chapters"])
+
+
+def _headings_shown(state: dict) -> bool:
+    return bool(state["headings"]) and all(h["shown"] and h["text"] == h["heading"]
+                                           for h in state["headings"])
+
+
+def _headings_hidden(state: dict) -> bool:
+    return not any(h["shown"] for h in state["headings"])
+
+
+def _sidebar_collapsed(state: dict) -> bool:
+    sidebar = state["sidebar"]
+    return _chapters_hidden(state) and (
+        sidebar is None or sidebar["width"] == 0 or sidebar["right"] <= 0
+        or sidebar["visibility"] != "visible")
+
+
+def _describe(state: dict) -> str:
+    chapters, headings, sidebar = state["chapters"], state["headings"], state["sidebar"]
+    missing = [c["url"] for c in chapters if not c["found"]]
+    wrong = [f"{h['text']!r} (heading {h['heading']!r})" for h in headings
+             if h["text"] != h["heading"]]
+    return (f"{sum(c['shown'] for c in chapters)} of {len(chapters)} chapter links shown"
+            + (f" ({len(missing)} not in the sidebar: {missing})" if missing else "")
+            + f", {sum(h['shown'] for h in headings)} of {len(headings)} page headings shown"
+            + (f" (links that do not match their heading: {wrong})" if wrong else "")
+            + (f"; primary sidebar {sidebar['width']} px wide, right edge at {sidebar['right']}"
+               f" px, visibility {sidebar['visibility']}" if sidebar else "; no primary sidebar"))
+
+
+class NavPage:
+    """The navigation page open at one size, with its chapters' absolute URLs."""
+
+    def __init__(self, opened: OpenPage, site_url: str) -> None:
+        self.opened = opened
+        self.page = opened.page
+        self.chapters = [site_url + chapter for chapter in toc_chapters()]
+
+    def state(self) -> dict:
+        return self.opened.js(NAV_STATE_JS, self.chapters)
+
+    def toggle(self, which: str) -> object:
+        """The one visible header button of the chapter list ("primary") or of the page
+        contents ("secondary")."""
+        buttons = self.page.locator(f"button.{which}-toggle:visible")
+        assert buttons.count() == 1, (
+            f"{self.opened.name}: {buttons.count()} visible {which}-toggle buttons, want 1")
+        return buttons.first
+
+    def expect(self, want: object, what: str, action: str) -> None:
+        """Waits until ``want(state)`` holds, then checks that it still holds NAV_SETTLE_MS
+        later (a second handler closes a drawer the first opened)."""
+        deadline = time.monotonic() + NAV_TIMEOUT_MS / 1000
+        state = self.state()
+        while not want(state) and time.monotonic() < deadline:
+            self.page.wait_for_timeout(100)
+            state = self.state()
+        size = self.page.viewport_size
+        where = f"{self.opened.name} at {size['width']}x{size['height']}, after {action}"
+        assert want(state), f"{where}: {what} is not so: {_describe(state)}"
+        self.page.wait_for_timeout(NAV_SETTLE_MS)
+        state = self.state()
+        assert want(state), (f"{where}: {what}, then no longer {NAV_SETTLE_MS} ms later "
+                             f"(toggled twice?): {_describe(state)}")
+
+
+@pytest.fixture(params=TOUCH_SCREENS)
+def touch_nav(request: pytest.FixtureRequest, browser: object,
+              site_url: str) -> Iterator[NavPage]:
+    """The navigation page on a touch screen (a phone, a tablet), fresh for each test."""
+    if not (HTML_DIR / NAV_PAGE).exists():
+        pytest.skip(f"{NAV_PAGE} is not built")
+    opened = _open(browser, site_url, NAV_PAGE, request.param, has_touch=True, is_mobile=True)
+    yield NavPage(opened, site_url)
+    opened.watch.assert_none(opened.name)
+    opened.page.context.close()
+
+
+@pytest.fixture
+def desktop_nav(browser: object, site_url: str) -> Iterator[NavPage]:
+    if not (HTML_DIR / NAV_PAGE).exists():
+        pytest.skip(f"{NAV_PAGE} is not built")
+    opened = _open(browser, site_url, NAV_PAGE, DESKTOP)
+    yield NavPage(opened, site_url)
+    opened.watch.assert_none(opened.name)
+    opened.page.context.close()
+
+
+def _screenshot_nav(nav: NavPage, suffix: str) -> None:
+    size = nav.page.viewport_size
+    _screenshot(nav.opened, f"{size['width']}-{suffix}")
+
+
+class TestNavigation:
+    """The header's sidebar buttons, tapped on a phone and a tablet, clicked on a desktop."""
+
+    def test_chapter_list_opens_and_closes(self, touch_nav: NavPage) -> None:
+        nav = touch_nav
+        assert len(nav.chapters) == 5, f"_toc.yml lists {nav.chapters}, want five chapters"
+        size = nav.page.viewport_size
+        nav.expect(_chapters_hidden, "the chapter list is closed", "loading the page")
+        for time_round in ("first", "second"):
+            nav.toggle("primary").tap()
+            nav.expect(_chapters_shown, "the drawer shows the five chapters' links",
+                       f"tapping the chapter-list button ({time_round} time)")
+            _screenshot_nav(nav, f"chapters-{time_round}")
+            # the backdrop, right of the drawer (at most 75 % of the width, 350 px)
+            nav.page.touchscreen.tap(size["width"] - 10, size["height"] // 2)
+            nav.expect(_chapters_hidden, "the chapter list is closed again",
+                       f"tapping the backdrop ({time_round} time)")
+
+    def test_page_contents_open_and_close(self, touch_nav: NavPage) -> None:
+        nav = touch_nav
+        size = nav.page.viewport_size
+        nav.expect(_headings_hidden, "the page contents are closed", "loading the page")
+        for time_round in ("first", "second"):
+            nav.toggle("secondary").tap()
+            nav.expect(_headings_shown, "the drawer shows the page's headings",
+                       f"tapping the page-contents button ({time_round} time)")
+            _screenshot_nav(nav, f"contents-{time_round}")
+            nav.page.touchscreen.tap(10, size["height"] // 2)  # the backdrop, left of it
+            nav.expect(_headings_hidden, "the page contents are closed again",
+                       f"tapping the backdrop ({time_round} time)")
+
+    def test_desktop_sidebar_collapses(self, desktop_nav: NavPage) -> None:
+        nav = desktop_nav
+        nav.expect(_chapters_shown, "the sidebar shows the five chapters' links",
+                   "loading the page")
+        for time_round in ("first", "second"):
+            nav.toggle("primary").click()
+            nav.expect(_sidebar_collapsed, "the primary sidebar is collapsed",
+                       f"clicking the sidebar button ({time_round} time)")
+            _screenshot_nav(nav, f"collapsed-{time_round}")
+            nav.toggle("primary").click()
+            nav.expect(_chapters_shown, "the sidebar shows the five chapters' links again",
+                       f"clicking the sidebar button again ({time_round} time)")
