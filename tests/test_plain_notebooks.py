@@ -65,17 +65,36 @@ def test_numbers_keep_their_text_and_errors_are_visible():
 
 
 def test_exercises_admonitions_targets_and_comments():
-    source = "\n".join([
-        "(sec-ex)=", "% a comment", "````{exercise-start} A {eval}`prose.n` step rate",
-        ":label: ex-1-1", "````", "", "Set it.", "", "````{exercise-end}", "````",
-        "````{solution-start} ex-1-1", ":class: dropdown", "````", "````{solution-end}", "````",
-        ":::{tip} Why", "It is {prf:ref}`thm-linear-optimum`.", ":::",
-        "```python", "print('{prf:ref}` stays code')", "```"])
+    exercise = "\n".join(["(sec-ex)=", "% a comment",
+                          "````{exercise-start} A {eval}`prose.n` step rate", ":label: ex-1-1",
+                          "````", "", "Set it to {prf:ref}`thm-linear-optimum`.", ""])
     r = resolver()
-    text = plain.plain_markdown(source, [ok("3")], r)
-    assert text.split("\n") == [
-        "**Exercise 1.1** (A 3 step rate)", "", "Set it.", "", "**Solution to Exercise 1.1**",
+    assert plain.plain_markdown(exercise, [ok("3")], r).split("\n") == [
+        "> **Exercise 1.1** (A 3 step rate)", ">", "> Set it to Theorem 5."]
+    assert plain.plain_markdown("````{exercise-end}\n````", [], r) == ""
+    solution = "````{solution-start} ex-1-1\n:class: dropdown\n````\n\nLike this."
+    assert plain.plain_markdown(solution, [], r).split("\n") == [
+        "> **Solution to Exercise 1.1**", ">", "> Like this."]
+    other = "\n".join([":::{tip} Why", "It is {prf:ref}`thm-linear-optimum`.", ":::",
+                        "```python", "print('{prf:ref}` stays code')", "```"])
+    assert plain.plain_markdown(other, [], r).split("\n") == [
         "> **Why.**", ">", "> It is Theorem 5.", "```python", "print('{prf:ref}` stays code')", "```"]
+    assert r.problems == []
+
+
+def test_binder_pages_keep_what_jupyterlab_myst_draws_and_link_the_rest():
+    r = resolver(for_binder=True)
+    exercise = "\n".join(["(sec-ex)=", "````{exercise-start} A {eval}`prose.n` step rate",
+                          ":label: ex-1-1", "````", "", "Set it ({cite:t}`ahn2023`).",
+                          ":::{note}", "See {doc}`instructors`.", ":::"])
+    assert plain.plain_markdown(exercise, [], r).split("\n") == [
+        "(sec-ex)=", "::::{admonition} Exercise 1.1 (A {eval}`prose.n` step rate)", ":class: tip",
+        "", "Set it (Ahn et al. [2023]).", ":::{note}", "See [For instructors](instructors.md).",
+        ":::", "::::"]
+    solution = "````{solution-start} ex-1-1\n:class: dropdown\n````\nBy {prf:ref}`thm-linear-optimum`."
+    assert plain.plain_markdown(solution, [], r).split("\n") == [
+        ":::{admonition} Solution to Exercise 1.1", ":class: dropdown", "",
+        "By [Theorem 5](theorems.md#thm-linear-optimum)."]  + [":::"]
     assert r.problems == []
 
 
@@ -102,7 +121,7 @@ def figure_notebook():
         metadata={"nlicl": {"figure_id": f"f{i}", "traces": 1, "figure": figure}})
         for i in range(2)]
     code = nbformat.v4.new_code_cell("show(fig)", outputs=outputs)
-    nb.cells = [md, code]
+    nb.cells = [md, code, nbformat.v4.new_markdown_cell("````{exercise-end}\n````")]
     return nb
 
 
@@ -117,6 +136,7 @@ def test_downloads_carry_values_and_figures_that_draw_anywhere():
         assert output["data"][live.PLOTLY_MIMETYPE]["data"][0]["type"] == "scatter"
         assert "figure" not in output["metadata"]["nlicl"]
     assert original.cells[0].source == "Ratio {eval}`prose.r`."  # the original is left alone
+    assert len(notebook.cells) == 2  # the empty cell the closing gate left is gone
     assert live.downloadable_notebook(notebook, resolver(), "/* plotly.js */") == notebook
     nbformat.validate(notebook)
 

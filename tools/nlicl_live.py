@@ -223,6 +223,8 @@ def downloadable_notebook(notebook: Any, resolver: nlicl_plain.Resolver,
                     loader_done = True
             outputs.append(output)
         cell.outputs = outputs
+    # a gate's closing fence alone in its cell leaves nothing to read
+    result.cells = [c for c in result.cells if c.cell_type != "markdown" or c.source.strip()]
     result.metadata.setdefault("nlicl", {})["plain"] = True
     return result
 

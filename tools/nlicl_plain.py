@@ -13,8 +13,9 @@ rewrites one markdown cell with what the build knows (:class:`Resolver`):
   ``{cite:t}`key``` "Ahn et al. [2023]" and ``{cite:p}`a,b``` "[Ahn et al., 2023, Zhang et
   al., 2024]", as the site writes them (author-year); ``{doc}``, ``{ref}`` and ``{numref}``
   become their link text or the target's title; ``{math}`x``` becomes ``$x$``;
-* ``{exercise-start}`` becomes a bold "Exercise 1.1 (title)" line, ``{solution-start}`` a bold
-  "Solution to Exercise 1.1" line, their ``-end`` fences nothing; admonitions become
+* ``{exercise-start}`` becomes a box (a blockquote) headed "Exercise 1.1 (title)" around the rest
+  of its cell, ``{solution-start}`` one headed "Solution to Exercise 1.1", their ``-end`` fences
+  nothing; admonitions become
   blockquotes with a bold title; the Theory part's ``{prf:...}`` directives a bold
   "Theorem 9 (title)" and "Proof.";
 * MyST targets ``(label)=`` and comments ``% ...`` go.
@@ -27,7 +28,8 @@ stays MyST, which ``jupyterlab-myst`` renders, and only what it cannot resolve i
 notebook is rewritten: ``{eval}`` stays (JupyterLab evaluates it when the cell runs), a
 ``{prf:ref}`` becomes a link ``[Theorem 9](theorems.md#label)``, a ``{doc}`` a link to the
 ``.md`` file, citations author-year text, and the exercise gates (which ``jupyterlab-myst``
-joins only within one cell) the same bold headings; admonitions, proofs, maths, targets and
+joins only within one cell) admonition boxes with the site's numbers, a solution's folded;
+admonitions, proofs, maths, targets and
 comments are left for ``jupyterlab-myst`` to draw.
 
 This module uses the standard library only: Binder's environment runs it without Sphinx.
@@ -189,6 +191,23 @@ def _directive(name: str, fence: str, argument: str, body: list[str], resolver: 
     return inner
 
 
+def _box(heading: str, body: list[str], resolver: Resolver, solution: bool) -> list[str]:
+    """An exercise or a solution with its text, boxed: a blockquote in plain Markdown, an
+    admonition for jupyterlab-myst (a solution folded, as on the site)."""
+    while body and not body[0].strip():
+        body = body[1:]
+    while body and not body[-1].strip():
+        body = body[:-1]
+    if not resolver.for_binder:
+        return _quote([heading, *([""] + body if body else [])])
+    longest = max([len(m.group(1)) for line in body if (m := re.match(r"^\s*(:{3,})", line))],
+                  default=2)
+    fence = ":" * max(3, longest + 1)
+    title = heading.replace("**", "")
+    return [f"{fence}{{admonition}} {title}", f":class: {'dropdown' if solution else 'tip'}", "",
+            *body, fence]
+
+
 def _roles(text: str, resolver: Resolver, values: list[str]) -> str:
     def replace(match: re.Match) -> str:
         role, content = match.group(1), match.group(2)
@@ -257,6 +276,11 @@ def _convert_lines(lines: list[str], resolver: Resolver, values: list[str]) -> l
             index += 1  # the closing fence
             converted = _directive(opened.group("name"), fence, opened.group("arg"), body,
                                    resolver, values)
+            if opened.group("name") in ("exercise-start", "solution-start"):
+                # the rest of the cell is the exercise's (the solution's) text: in a box
+                converted = _box(converted[0], _convert_lines(lines[index:], resolver, values),
+                                 resolver, solution=opened.group("name") == "solution-start")
+                index = len(lines)
             out.extend(opened.group("indent") + c if c else c for c in converted)
             continue
         if re.match(r"^\s*(`{3,}|~{3,})", line):

@@ -1,4 +1,4 @@
-"""The book build's tools: the cache guard (tools/build_book.py), what makes chapters execute
+"""The book build's tools: the execution cache (tools/nlicl_exec.py), what makes chapters execute
 again, and the Sphinx extension's checks (tools/nlicl_sphinx.py): the vendored plotly.js
 bundle matches the plotly package and draws every trace of the pages, and no page needs a
 widget manager.
@@ -37,7 +37,7 @@ def load_tool(name: str):
     return module
 
 
-build_book = load_tool("build_book")
+nlicl_exec = load_tool("nlicl_exec")
 nlicl_sphinx = load_tool("nlicl_sphinx")
 
 
@@ -56,66 +56,36 @@ def book(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_digest_follows_library_sources_and_requirements(book: Path) -> None:
-    first = build_book.inputs_digest(book)
-    assert build_book.inputs_digest(book) == first
+def test_digest_follows_library_files_and_pins(book: Path) -> None:
+    first = nlicl_exec.inputs_digest(book)
+    assert nlicl_exec.inputs_digest(book) == first
 
-    (book / "book" / "plain.md").write_text("# edited page\n")
+    (book / "book" / "plain.md").write_text("# edited page\n")  # a page has its own key
     (book / "nlicl_lib" / "__pycache__").mkdir()
     (book / "nlicl_lib" / "__pycache__" / "tasks.cpython-311.pyc").write_bytes(b"\0")
-    (book / "nlicl_lib" / "notes.txt").write_text("not code")
-    assert build_book.inputs_digest(book) == first
+    assert nlicl_exec.inputs_digest(book) == first
 
     (book / "nlicl_lib" / "tasks.py").write_text("DEGREE = 3\n")
-    second = build_book.inputs_digest(book)
+    second = nlicl_exec.inputs_digest(book)
     assert second != first
-
+    (book / "nlicl_lib" / "data.json").write_text("{}")  # stored study data the pages read
+    third = nlicl_exec.inputs_digest(book)
+    assert third != second
     (book / "requirements.txt").write_text("numpy==2.4.7\n")
-    assert build_book.inputs_digest(book) != second
+    assert nlicl_exec.inputs_digest(book) != third
 
 
-def test_pages_using_library_are_those_that_import_it(book: Path) -> None:
-    pages = build_book.pages_using_library(book / "book")
-    assert {page.name for page in pages} == {"uses_lib.md", "uses_from.md"}
-
-
-def cache_execution(cache_path: Path, page: Path, code: str) -> None:
-    from jupyter_cache import get_cache
-    from jupyter_cache.base import CacheBundleIn
-
-    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
-    notebook.cells[0].outputs = [nbformat.v4.new_output("stream", text="ran\n")]
-    get_cache(str(cache_path)).cache_notebook_bundle(
-        CacheBundleIn(notebook, str(page)), check_validity=False
-    )
-
-
-def cached_uris(cache_path: Path) -> set[str]:
-    from jupyter_cache import get_cache
-
-    return {record.uri for record in get_cache(str(cache_path)).list_cache_records()}
-
-
-def test_refresh_forgets_library_pages_only_when_inputs_change(book: Path) -> None:
-    cache = build_book.cache_dir(book)
-    doctrees = book / "_build" / ".doctrees"
-    uses_lib, plain = book / "book" / "uses_lib.md", book / "book" / "plain.md"
-
-    assert build_book.refresh_cache(book) == []  # first build: nothing cached yet
-    cache_execution(cache, uses_lib, "import nlicl_lib.core.tasks")
-    cache_execution(cache, plain, "print('no library')")
-    doctrees.mkdir(parents=True)
-
-    assert build_book.refresh_cache(book) is None  # nothing changed: keep everything
-    assert cached_uris(cache) == {str(uses_lib), str(plain)}
-    assert doctrees.exists()
-
-    (book / "nlicl_lib" / "tasks.py").write_text("DEGREE = 3\n")
-    assert build_book.refresh_cache(book) == [str(uses_lib)]
-    assert cached_uris(cache) == {str(plain)}
-    assert not doctrees.exists()  # so that Sphinx reads, and so executes, the pages again
-
-    assert build_book.refresh_cache(book) is None
+def test_pages_read_with_another_library_are_read_and_executed_again(book: Path) -> None:
+    env = SimpleNamespace(found_docs={"book/a", "book/b", "book/c"})
+    app = SimpleNamespace(env=env)
+    nlicl_exec._STATE["digest"] = "old"
+    for docname in ("book/a", "book/b"):
+        env.docname = docname
+        nlicl_exec.record_digest(app, None)
+    assert nlicl_exec.outdated_by_inputs(app, env, set(), set(), set()) == []
+    nlicl_exec._STATE["digest"] = "new"  # nlicl_lib or the pins changed
+    assert nlicl_exec.outdated_by_inputs(app, env, set(), set(), set()) == ["book/a", "book/b"]
+    assert nlicl_exec.outdated_by_inputs(app, env, set(), {"book/a"}, set()) == ["book/b"]
 
 
 # --- tools/nlicl_sphinx.py -----------------------------------------------------------------
