@@ -94,7 +94,11 @@ def test_binder_pages_keep_what_jupyterlab_myst_draws_and_link_the_rest():
     solution = "````{solution-start} ex-1-1\n:class: dropdown\n````\nBy {prf:ref}`thm-linear-optimum`."
     assert plain.plain_markdown(solution, [], r).split("\n") == [
         ":::{admonition} Solution to Exercise 1.1", ":class: dropdown", "",
-        "By [Theorem 5](theorems.md#thm-linear-optimum)."]  + [":::"]
+        "By [Theorem 5](theorems.md#thm-linear-optimum)."] + [":::"]
+    theorem = ":::{prf:theorem} The best step\n:label: thm-linear-optimum\nIt is $x$.\n:::"
+    assert plain.plain_markdown(theorem, [], r).split("\n") == [
+        "(thm-linear-optimum)=", ":::{admonition} Theorem 5 (The best step)", ":class: note", "",
+        "It is $x$.", ":::"]  # the book's one counter, not jupyterlab-myst's count per kind
     assert r.problems == []
 
 

@@ -28,8 +28,9 @@ stays MyST, which ``jupyterlab-myst`` renders, and only what it cannot resolve i
 notebook is rewritten: ``{eval}`` stays (JupyterLab evaluates it when the cell runs), a
 ``{prf:ref}`` becomes a link ``[Theorem 9](theorems.md#label)``, a ``{doc}`` a link to the
 ``.md`` file, citations author-year text, and the exercise gates (which ``jupyterlab-myst``
-joins only within one cell) admonition boxes with the site's numbers, a solution's folded;
-admonitions, proofs, maths, targets and
+joins only within one cell) admonition boxes with the site's numbers, a solution's folded; the
+Theory part's results boxes numbered with the book's one counter (jupyterlab-myst would count
+each kind on its own); admonitions, proofs, maths, targets and
 comments are left for ``jupyterlab-myst`` to draw.
 
 This module uses the standard library only: Binder's environment runs it without Sphinx.
@@ -158,6 +159,14 @@ def _directive(name: str, fence: str, argument: str, body: list[str], resolver: 
                values: list[str]) -> list[str]:
     options, content = _options(body)
     inner = _convert_lines(content, resolver, values)
+    label = options.get("label", "")
+    if resolver.for_binder and name.startswith("prf:") and label in resolver.results:
+        # jupyterlab-myst would number each kind on its own (Theorem 1, ...); the book numbers
+        # all results with one counter (Theorem 5): the box carries the book's number
+        kind, number, _ = resolver.results[label]
+        title = _roles(argument, resolver, values)
+        return [f"({label})=", f"{fence}{{admonition}} {kind} {number}" + (f" ({title})" if title else ""),
+                ":class: note", "", *inner, fence]
     if resolver.for_binder and name not in GATES and name != "nlicl-run-times":
         # jupyterlab-myst draws it: only the roles inside are rewritten
         head = f"{fence}{{{name}}}" + (f" {_roles(argument, resolver, values)}" if argument else "")
