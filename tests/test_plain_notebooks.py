@@ -4,6 +4,7 @@ and the inline execution's cache (tools/nlicl_exec.py). Unit tests: no book buil
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -182,3 +183,19 @@ def test_the_inputs_digest_covers_the_library_and_the_pins(tmp_path):
 ])
 def test_user_expressions_in_jupyterlab_myst_s_format(outputs, wanted):
     assert nlicl_exec.user_expression("x", outputs) == {"expression": "x", "result": wanted}
+
+
+def test_cell_times_come_from_nbclient_s_timestamps_and_the_slowest_are_listed(tmp_path):
+    code = nbformat.v4.new_code_cell("train()")
+    code.metadata["execution"] = {"iopub.execute_input": "2026-12-04T10:00:00.500000Z",
+                                  "shell.execute_reply": "2026-12-04T10:01:10.000000Z"}
+    assert nlicl_exec.cell_seconds(code) == pytest.approx(69.5)
+    assert nlicl_exec.cell_seconds(nbformat.v4.new_markdown_cell("x")) is None
+    assert nlicl_exec.cell_seconds(nbformat.v4.new_code_cell("x")) is None  # never timed
+    for docname, seconds in [("book/ch1", [None, 69.5, 2.0]), ("book/ch2", [3.0])]:
+        entry = {"format": nlicl_exec.CACHE_FORMAT, "docname": docname, "cell_seconds": seconds,
+                 "sources": ["", "train()\nmore", "plot()"][:len(seconds)] if docname == "book/ch1"
+                 else ["fit()"]}
+        nlicl_exec.cache_file(tmp_path, docname).write_text(json.dumps(entry))
+    assert nlicl_exec.slowest_cells(tmp_path, count=2) == [
+        (69.5, "book/ch1", 1, "train()"), (3.0, "book/ch2", 0, "fit()")]

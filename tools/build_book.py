@@ -4,7 +4,8 @@ Usage: ``python tools/build_book.py`` (``make book`` runs it inside ``.venv``).
 
 Pages are executed inline by MyST-NB and cached by ``tools/nlicl_exec.py`` (in
 ``_build/.nlicl_cache``): a page runs again when its code, its ``{eval}`` expressions, the
-library ``nlicl_lib`` or the pins change, and only then.
+library ``nlicl_lib`` or the pins change, and only then. After a successful build it lists the
+slowest cells (``tests/test_notebooks.py`` fails on a cell over a minute).
 
 It first runs ``tools/check_refs.py``: a page or library string that cites the team's private
 notes instead of the book's numbered results stops the build.
@@ -37,6 +38,7 @@ from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import check_refs  # noqa: E402 (tools/ is not a package)
+import nlicl_exec  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -141,6 +143,11 @@ def main(argv: list[str] | None = None) -> int:
     if check_outputs(ROOT) != 0:
         print("nlicl: book build FAILED: warnings in the outputs", file=sys.stderr)
         return 1
+    slowest = nlicl_exec.slowest_cells(ROOT / "_build" / nlicl_exec.CACHE_DIR_NAME)
+    if slowest:
+        print("nlicl: slowest cells (seconds, page, cell index, first line; when last executed):")
+        for seconds, page, index, first in slowest:
+            print(f"  {seconds:6.1f}  {page}  cell {index}: {first[:70]}")
     print(f"nlicl: book built in {elapsed:.0f} s: {ROOT / '_build' / 'html' / 'index.html'}")
     return 0
 

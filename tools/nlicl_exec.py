@@ -38,7 +38,7 @@ import nbformat
 
 CACHE_DIR_NAME = ".nlicl_cache"
 """The cache's folder, beside the HTML output (``_build/.nlicl_cache``)."""
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: each cell's seconds and source
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -115,6 +115,33 @@ def user_expression(expression: str, outputs: list) -> dict:
     return {"expression": expression, "result": {"status": "ok", "data": {}, "metadata": {}}}
 
 
+def cell_seconds(cell: Any) -> float | None:
+    """How long a code cell ran: from the kernel's start of it to its reply (the timestamps
+    nbclient records in ``metadata.execution``); None for other cells."""
+    timing = cell.get("metadata", {}).get("execution", {})
+    start, end = timing.get("iopub.execute_input"), timing.get("shell.execute_reply")
+    if cell.get("cell_type") != "code" or not start or not end:
+        return None
+    parse = datetime.fromisoformat
+    return (parse(end.replace("Z", "+00:00")) - parse(start.replace("Z", "+00:00"))).total_seconds()
+
+
+def slowest_cells(cache_dir: Path, count: int = 5) -> list[tuple[float, str, int, str]]:
+    """The ``count`` slowest code cells of every cached page: (seconds, page, cell index, the
+    cell's first line), slowest first."""
+    found = []
+    for path in sorted(Path(cache_dir).glob("*.json")):
+        entry = load_entry(path.parent, path.stem.replace("__", "/"))
+        if entry is None:
+            continue
+        sources = entry.get("sources") or []
+        for index, seconds in enumerate(entry.get("cell_seconds") or []):
+            if seconds is not None:
+                first = (sources[index] if index < len(sources) else "").strip().split("\n")[0]
+                found.append((seconds, entry["docname"], index, first))
+    return sorted(found, reverse=True)[:count]
+
+
 # --- the client -----------------------------------------------------------------------------
 
 _STATE: dict[str, Any] = {"cache_dir": None, "srcdir": None, "digest": None}
@@ -139,6 +166,7 @@ def _client_class() -> type:
             if self._stored is None:
                 self.logger.info(f"nlicl: executing {self._docname} (no valid cache entry)")
                 super().start_client()
+                self._client.record_timing = True  # each cell's start and end, for cell_seconds
                 return
             self.logger.info(f"nlicl: {self._docname} from the execution cache")
             for cell, stored in zip(self.notebook.cells, self._stored["cells"], strict=True):
@@ -213,6 +241,8 @@ def _client_class() -> type:
                 "format": CACHE_FORMAT, "key": self._key, "docname": self._docname,
                 "mtime": datetime.now().timestamp(), "runtime": self.exec_metadata["runtime"],
                 "cells": cells, "metadata": metadata,
+                "cell_seconds": [cell_seconds(c) for c in self.notebook.cells],
+                "sources": [c.source if c.cell_type == "code" else "" for c in self.notebook.cells],
                 "evals": [{"expression": n, "outputs": o} for n, o in self._evals],
             }
             path = cache_file(_STATE["cache_dir"], self._docname)
@@ -258,7 +288,7 @@ def _install_client(app: Any) -> None:
 def prepare(app: Any) -> None:
     _STATE["cache_dir"] = Path(app.outdir).parent / CACHE_DIR_NAME
     _STATE["srcdir"] = app.srcdir
-    _STATE["digest"] = inputs_digest()
+    _STATE["digest"] = f"format {CACHE_FORMAT}: {inputs_digest()}"  # either change: read again
     _install_client(app)
 
 
