@@ -192,11 +192,13 @@ def embed(x: torch.Tensor, y: torch.Tensor, feature_slots: int = 0) -> torch.Ten
     Returns ``(batch, n + 1, d + m + 1)``.
     """
     feature_slots = check_int("feature_slots", feature_slots, minimum=0)
-    batch, tokens, _ = x.shape
-    labels = x.new_zeros(batch, tokens, 1)
-    labels[:, : tokens - 1, 0] = y[:, : tokens - 1]
-    slots = x.new_zeros(batch, tokens, feature_slots)
-    return torch.cat([x, slots, labels], dim=-1)
+    batch, tokens, d = x.shape
+    # one allocation, filled by copies (a third of the time of zeros and a concatenation)
+    z = x.new_empty(batch, tokens, d + feature_slots + 1)
+    z[..., :d] = x
+    z[..., d:] = 0.0
+    z[:, : tokens - 1, -1] = y[:, : tokens - 1]
+    return z
 
 
 PART_SIZE = 1000
