@@ -251,6 +251,12 @@ def main() -> None:
         for name, value in breakdown(task).items():
             print(f"      {name:48s} {value:8.3f}")
     torch.set_num_threads(default_threads)
+    for n in ns:  # each side at its best thread count, as bench/train_step.py compares
+        best = {name: min(per_thread[(n, t)][name] for t in thread_counts) for name in SIDES}
+        print(f"n={n:3d} each side at its best thread count: trainer {1e3 * best['trainer']:.2f}, "
+              f"lean full P,Q {1e3 * best['lean full']:.2f}, reference {1e3 * best['reference']:.2f} "
+              f"ms/step: trainer/lean(full) {best['trainer'] / best['lean full']:.3f}, "
+              f"reference/trainer {best['reference'] / best['trainer']:.2f}x")
     for n, threads, lean, ref in verdicts:
         print(f"n={n:3d} threads {threads}: trainer/lean(full P,Q) {lean:.3f} (target <= "
               f"{LEAN_TARGET:g}): {'PASS' if lean <= LEAN_TARGET else 'FAIL'};  reference/trainer "
