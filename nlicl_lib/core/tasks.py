@@ -19,9 +19,8 @@ The embedding puts tokens in rows, shape ``(batch, tokens, dim)`` with ``tokens 
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -216,40 +215,22 @@ def _sampling_workers() -> int:
 
 
 def _run_parts(fill: Callable[[int], None], parts: int, device: torch.device) -> None:
-    """Call ``fill(j)`` for every part: on CPU the calling thread and up to
-    :func:`_sampling_workers` - 1 pool threads each take the next unfilled part until none is
-    left (random number generation is single-threaded in torch, and it dominates a training
-    step). A helper that has not started when the parts run out is cancelled, so on a busy
-    machine a descheduled thread costs no wait: the caller fills its parts. Which thread fills
-    a part does not change it (its numbers come from its own generator)."""
+    """Call ``fill(j)`` for every part: on CPU spread over :func:`_sampling_workers` threads
+    (random number generation is single-threaded in torch, and it dominates a training step)."""
     workers = min(parts, _sampling_workers()) if device.type == "cpu" else 1
     if workers <= 1:
         for part in range(parts):
             fill(part)
         return
     global _pool
-    helpers = max(workers - 1, (os.cpu_count() or 1) - 1)
-    if _pool is None or _pool[0] != os.getpid() or _pool[1]._max_workers < workers - 1:
-        _pool = (os.getpid(), ThreadPoolExecutor(helpers))
-    lock, claimed = threading.Lock(), [0]
+    if _pool is None or _pool[0] != os.getpid() or _pool[1]._max_workers < workers:
+        _pool = (os.getpid(), ThreadPoolExecutor(max(workers, os.cpu_count() or 1)))
 
-    def drain() -> None:
-        while True:
-            with lock:
-                part = claimed[0]
-                if part >= parts:
-                    return
-                claimed[0] = part + 1
+    def fill_every(first: int) -> None:
+        for part in range(first, parts, workers):
             fill(part)
 
-    jobs = [_pool[1].submit(drain) for _ in range(workers - 1)]
-    try:
-        drain()
-    finally:
-        started = [job for job in jobs if not job.cancel()]
-        wait(started)
-    for job in started:
-        job.result()  # a helper's error
+    list(_pool[1].map(fill_every, range(workers)))
 
 
 def _with_covariance(task: TaskConfig, x: torch.Tensor) -> torch.Tensor:
