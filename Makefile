@@ -7,7 +7,7 @@
 #   make notebook-test the downloaded notebooks and the Colab copies, read and run as their readers would (after `make book`)
 #   make live-test     every chapter in a venv built from binder/ alone, as Binder builds it
 #   make binder-lock   rewrite binder/requirements.txt (every package pinned) from binder/requirements.in
-#   make reproduce     recompute every measured number into results/
+#   make reproduce     recompute every measured number into results/ and the Results page's table
 #   make lint          ruff
 #   make clean         remove the build, the caches and the set-up stamps (keeps .venv)
 
@@ -81,7 +81,7 @@ binder-lock: setup
 
 # --- results -----------------------------------------------------------------------------
 reproduce: setup
-	$(BIN)/python -m nlicl_lib reproduce --all --json-dir results/
+	$(BIN)/python -m nlicl_lib reproduce --all --store --json-dir results/
 
 lint: setup
 	$(BIN)/ruff check .

@@ -23,7 +23,7 @@ from nlicl_lib.core.errors import ConfigError, TrainingDivergedError
 from nlicl_lib.core.models import ModelConfig
 from nlicl_lib.core.planning import EVAL_BATCH, check_fits
 from nlicl_lib.core.tasks import TaskConfig
-from nlicl_lib.experiments import reproduce
+from nlicl_lib.experiments import reproduce, stored_results
 from nlicl_lib.experiments.run import run_experiment
 from nlicl_lib.theory.values import theory_values
 from nlicl_lib.training.settings import default_train_config
@@ -217,11 +217,13 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         return 0
     if not args.all and not args.only:
         raise ConfigError("experiments", None, "--all or --only NAME [NAME ...] (see --list)")
-    rows = reproduce.run_experiments(None if args.all else args.only, args.device, args.seed,
-                                     args.json_dir, args.progress)
+    run = stored_results.run_and_store if args.store else reproduce.run_experiments
+    rows = run(None if args.all else args.only, args.device, args.seed, args.json_dir, args.progress)
     print(reproduce.format_table(rows))
     if args.json_dir:
         print(f"wrote {len(rows)} JSON files to {args.json_dir}")
+    if args.store:
+        print(f"wrote {stored_results.STORE_FILE} (the Results page's table)")
     return 0
 
 
@@ -252,6 +254,8 @@ def build_parser() -> argparse.ArgumentParser:
     reproduce.add_argument("--only", nargs="+", default=None, help="run these experiments")
     reproduce.add_argument("--list", action="store_true", help="list the experiments and stop")
     reproduce.add_argument("--json-dir", default=None, help="write one JSON per experiment here")
+    reproduce.add_argument("--store", action="store_true",
+                           help="also write the rows the book's Results page shows (with --all)")
     reproduce.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
     reproduce.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
     reproduce.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,

@@ -13,7 +13,8 @@ import json
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from contextvars import ContextVar
+from dataclasses import asdict, dataclass
 from html import escape
 from pathlib import Path
 
@@ -40,6 +41,18 @@ class Experiment:
 
 EXPERIMENTS: dict[str, Experiment] = {}
 
+_PLANNING: ContextVar[bool] = ContextVar("reproduce_planning", default=False)
+"""True inside :func:`experiment_settings`: an experiment stops before training and hands back
+its settings."""
+
+
+class _Planned(Exception):
+    """Raised by :func:`_trained_vs_theory` while planning: carries the experiment's settings."""
+
+    def __init__(self, settings: dict) -> None:
+        super().__init__("planned")
+        self.settings = settings
+
 
 def register(name: str, chapter: int, description: str
              ) -> Callable[[Callable[..., dict]], Callable[..., dict]]:
@@ -56,6 +69,9 @@ def _trained_vs_theory(task: TaskConfig, model: ModelConfig, device: DeviceLike,
     """Train with the library's settings for ``purpose`` and compare with ``theory_loss`` (or
     ``bound_loss``)."""
     train_config = default_train_config(task, model, purpose=purpose, seed=seed)
+    if _PLANNING.get():
+        raise _Planned({"task": asdict(task), "model": asdict(model), "train": asdict(train_config),
+                        "reference": reference, "purpose": purpose})
     result = run_experiment(task, model, train_config, device, progress=progress)
     data = result.to_json()
     data["trained_loss"] = data["test_loss"]
@@ -117,6 +133,22 @@ def _ch5_cubic(device: DeviceLike, seed: int, progress: bool | None) -> dict:
     return _trained_vs_theory(TaskConfig(kind="poly", input_dim=3, context_length=20, degree=3),
                               ModelConfig(kind="glu-lsa", depth=2, feature_slots=10), device, seed,
                               progress, purpose="cubic-stacks")
+
+
+def experiment_settings(name: str, seed: int = 0) -> dict:
+    """What experiment ``name`` trains with for ``seed`` (task, model and training configs as
+    ``asdict``, its reference and purpose), found without training: its ``run`` stops where
+    :func:`_trained_vs_theory` would start training."""
+    if name not in EXPERIMENTS:
+        raise ConfigError("experiment", name, "one of " + ", ".join(EXPERIMENTS))
+    token = _PLANNING.set(True)
+    try:
+        EXPERIMENTS[name].run("cpu", seed, progress=False)
+    except _Planned as planned:
+        return planned.settings
+    finally:
+        _PLANNING.reset(token)
+    raise ConfigError("experiment", name, "an experiment that trains through _trained_vs_theory")
 
 
 @dataclass(frozen=True)
