@@ -199,7 +199,7 @@ def test_colab_install_cell_installs_the_library_from_a_clone_in_a_fresh_venv(tm
     assert installed.startswith(str(venv)), installed
     package = Path(installed).parent  # every layer and the stored study data were installed
     for part in ("core/tasks.py", "theory/closed_forms.py", "training/train.py", "experiments/cli.py",
-                 "book/display.py", "experiments/data/depth_study.json"):
+                 "book/display.py", "experiments/data/depth_study.json", "experiments/data/reproduce.json"):
         assert (package / part).exists(), part
 
 

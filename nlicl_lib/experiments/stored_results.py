@@ -118,7 +118,7 @@ def library_sources() -> dict[str, str]:
         path = _module_path(module)
         if path is not None and path.suffix == ".py":
             relative = path.resolve().relative_to(_REPO_ROOT).as_posix()
-            hashes[relative] = _sha256(path.read_bytes())
+            hashes[relative] = _sha256(path.read_bytes().replace(b"\r\n", b"\n"))  # any checkout
     return dict(sorted(hashes.items()))
 
 
