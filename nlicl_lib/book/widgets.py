@@ -71,7 +71,7 @@ from nlicl_lib.book.panel_plan import (
     time_training_step,
 )
 from nlicl_lib.book.panel_static import StaticControl, static_panel_html, static_panel_text
-from nlicl_lib.core.device import describe_device, resolve_device
+from nlicl_lib.core.device import choose_threads, describe_device, resolve_device, use_threads
 from nlicl_lib.core.errors import ConfigError, TrainingDivergedError
 from nlicl_lib.core.models import ModelConfig
 from nlicl_lib.core.tasks import TaskConfig
@@ -96,7 +96,8 @@ class TrainingPanel:
     Monte Carlo reference) instead of along the whole range of ``x_param``. ``relative_error``
     is the Monte Carlo accuracy of the test loss (at 0.05 it is measured on 40 000 prompts in
     most settings, about 1% standard error; :func:`~nlicl_lib.training.evaluate.estimate_loss`
-    draws more when needed).
+    draws more when needed). ``threads``: torch's intra-op threads while the panel trains
+    (:func:`~nlicl_lib.core.device.choose_threads`; ``"auto"``: one, as these models are small).
     """
 
     def __init__(
@@ -112,6 +113,7 @@ class TrainingPanel:
         memory_cap: int | None = MEMORY_CAP_BYTES,
         log_y: bool = True,
         theory_curve: bool = True,
+        threads: int | str = "auto",
     ):
 
         names = [p.name for p in params]
@@ -125,6 +127,9 @@ class TrainingPanel:
             raise ConfigError("x_param", self.x_param, "one of " + ", ".join(names))
         self.title = title
         self.device = resolve_device(device)
+        # torch's intra-op threads while this panel trains or times a step (restored after):
+        # one for the book's small models (nlicl_lib.core.device.choose_threads)
+        self.threads = choose_threads(threads)
         self.relative_error = relative_error
         self.memory_cap = memory_cap
         self.log_y = log_y
@@ -169,7 +174,8 @@ class TrainingPanel:
             self.status,
             self.output,
         ])
-        self.device_label.value = f"Device: <b>{escape(describe_device(self.device))}</b>"
+        self.device_label.value = (f"Device: <b>{escape(describe_device(self.device, self.threads))}"
+                                   "</b>")
 
     # -- settings --------------------------------------------------------------------------
 
@@ -213,8 +219,9 @@ class TrainingPanel:
             return None
         key = speed_key(plan)
         if key not in self._step_seconds:
-            self._step_seconds[key] = time_training_step(plan, self.device, warmup, steps,
-                                                         max_seconds)
+            with use_threads(self.threads):
+                self._step_seconds[key] = time_training_step(plan, self.device, warmup, steps,
+                                                             max_seconds)
         return self._step_seconds[key]
 
     def _refresh_estimate(self) -> Plan:
@@ -257,17 +264,18 @@ class TrainingPanel:
         self.progress.max = steps
         self.progress.value = 0
         self.progress.bar_style = ""
-        self.status.value = (f"Training on {escape(describe_device(self.device))}: "
+        self.status.value = (f"Training on {escape(describe_device(self.device, self.threads))}: "
                              f"{steps} steps, then the test loss …")
         stride = max(1, steps // 100)
         start = time.perf_counter()
         try:
-            result = run_experiment(
-                plan.task, plan.model_config, plan.train_config, self.device,
-                progress=False, relative_error=self.relative_error,
-                callback=lambda step, loss: self._on_step(step, loss, steps, stride),
-                eval_batch_size=eval_batch_size(plan.task))
-            theory = self.theory_at(plan.settings)
+            with use_threads(self.threads):
+                result = run_experiment(
+                    plan.task, plan.model_config, plan.train_config, self.device,
+                    progress=False, relative_error=self.relative_error,
+                    callback=lambda step, loss: self._on_step(step, loss, steps, stride),
+                    eval_batch_size=eval_batch_size(plan.task))
+                theory = self.theory_at(plan.settings)
         except BaseException:
             self.progress.bar_style = "danger"
             raise

@@ -18,7 +18,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from nlicl_lib.core.book_refs import ref
-from nlicl_lib.core.device import resolve_device
+from nlicl_lib.core.device import choose_threads, resolve_device, use_threads
 from nlicl_lib.core.errors import ConfigError, TrainingDivergedError
 from nlicl_lib.core.models import ModelConfig
 from nlicl_lib.core.planning import EVAL_BATCH, check_fits
@@ -27,6 +27,7 @@ from nlicl_lib.experiments import reproduce, stored_results
 from nlicl_lib.experiments.run import run_experiment
 from nlicl_lib.theory.values import theory_values
 from nlicl_lib.training.settings import default_train_config
+from nlicl_lib.training.train import TrainConfig
 
 CONTEXT_LENGTH = 20
 # Deep GLU-LSA stacks: at n = 20 a depth-8 stack's mean test loss is set by rare contexts with
@@ -46,6 +47,7 @@ FLAGS = {
     "glu_reads": "--glu-reads", "glu_init": "--glu-init", "steps": "--steps",
     "batch_size": "--batch", "batch": "--batch", "learning_rate": "--lr", "lr": "--lr",
     "seed": "--seed", "device": "--device", "json": "--json", "json_dir": "--json-dir",
+    "threads": "--threads",
 }
 """How the command line spells each parameter a :class:`ConfigError` may name."""
 
@@ -138,18 +140,72 @@ def _sizes_given(args: argparse.Namespace) -> list[str]:
     return [fields[name] for name, default in defaults.items() if getattr(args, name) != default]
 
 
-def cmd_train(args: argparse.Namespace) -> int:
+def _deep(args: argparse.Namespace) -> bool:
+    return args.model == "glu-lsa" and isinstance(args.depth, int) and args.depth >= DEEP_FROM
+
+
+def _purpose(args: argparse.Namespace) -> str:
+    """``"cli-deep-stacks"`` (fewer, smaller steps: within a minute on two cores) for GLU-LSA
+    stacks of :data:`DEEP_FROM` or more blocks at the default context of
+    :data:`DEEP_CONTEXT_LENGTH`; ``"default"`` otherwise. ``--steps`` and ``--batch`` override
+    either (chapter 5's study trains 1000 steps of 1000 prompts: ``--steps 1000 --batch 1000``)."""
+    return "cli-deep-stacks" if _deep(args) and _context_length(args) >= DEEP_CONTEXT_LENGTH \
+        else "default"
+
+
+def plan_train(args: argparse.Namespace) -> tuple[TaskConfig, ModelConfig, TrainConfig]:
+    """The ``(task, model_config, train_config)`` that ``train`` with these parsed arguments
+    would run, built and checked (bad values raise :class:`ConfigError`) without building,
+    sampling or training anything."""
     task = _make_task(args)
     model = _make_model(args)
-    train_config = default_train_config(task, model, steps=args.steps, batch_size=args.batch,
-                                        learning_rate=args.lr, seed=args.seed)
+    train_config = default_train_config(task, model, purpose=_purpose(args), steps=args.steps,
+                                        batch_size=args.batch, learning_rate=args.lr,
+                                        seed=args.seed)
+    return task, model, train_config
+
+
+def token_dim(task: TaskConfig, model: ModelConfig) -> int:
+    """$D = d + m + 1$, the dimension of a prompt's tokens."""
+    return task.input_dim + model.resolved(task).feature_slots + 1
+
+
+def work_units(task: TaskConfig, model: ModelConfig, train_config: TrainConfig) -> int:
+    r"""The planned training work: steps $\times$ batch $\times$ $L (n + 1) D^2$, the cost of one
+    prompt through a model of depth $L$ with $n + 1$ tokens of dimension $D$ (attention's
+    projections and a GLU's are $(n + 1) D^2$ each per block; the $(n + 1)^2 D$ score products
+    are smaller for $n + 1 \le D$, and about as large for the book's $n \le 100$, $D \ge 6$,
+    where the measured rate below absorbs them). :data:`SECONDS_PER_WORK_UNIT` turns it into
+    seconds on one thread."""
+    return (train_config.steps * train_config.batch_size * model.depth
+            * (task.context_length + 1) * token_dim(task, model) ** 2)
+
+
+SECONDS_PER_WORK_UNIT = 2.0e-9
+r"""Seconds of training per :func:`work_units` unit, one torch thread: chapter 1's default
+(600 x 2000 x 1 x 21 x 6^2 = 0.91e9 units) trained in 1.5 s at load 1.7 on 2 cores (1.65e-9)
+and GLU-LSA of depth 8 at n = 100 (D = 10: 8.1e4 units per prompt) at 0.454 s per step of
+1000 prompts at load 5.7 (5.6e-9; 5.2e-9 for chapter 1 at that load). Rounded up from the
+lighter load's rate; ``tests/test_cli_budget.py`` holds every command the README and the book
+tell readers to type to :data:`TRAIN_SECONDS_BUDGET` at this rate."""
+
+TRAIN_SECONDS_BUDGET = 45.0
+"""Training seconds a command a reader is told to type may take at :data:`SECONDS_PER_WORK_UNIT`:
+the rest of a minute goes to start-up (about 2 s) and the test loss."""
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    task, model, train_config = plan_train(args)
     device = resolve_device(args.device)
+    threads = choose_threads(_threads_value(args.threads), token_dim(task, model),
+                             max(train_config.batch_size, EVAL_BATCH))
     out = _check_output(args.json)
     # before anything is built or sampled: a run that cannot fit fails here, in microseconds
     check_fits(task, model, train_config.batch_size, device, eval_batch_size=EVAL_BATCH,
                prefer=_sizes_given(args))
-    result = run_experiment(task, model, train_config, device, progress=args.progress,
-                            eval_batch_size=EVAL_BATCH)
+    with use_threads(threads):
+        result = run_experiment(task, model, train_config, device, progress=args.progress,
+                                eval_batch_size=EVAL_BATCH)
     data = result.to_json()
     print(f"task:        {task.describe()}")
     print(f"model:       {model.kind}, depth {model.depth}"
@@ -218,13 +274,27 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     if not args.all and not args.only:
         raise ConfigError("experiments", None, "--all or --only NAME [NAME ...] (see --list)")
     run = stored_results.run_and_store if args.store else reproduce.run_experiments
-    rows = run(None if args.all else args.only, args.device, args.seed, args.json_dir, args.progress)
+    rows = run(None if args.all else args.only, args.device, args.seed, args.json_dir,
+               args.progress, threads=_threads_value(args.threads))
     print(reproduce.format_table(rows))
     if args.json_dir:
         print(f"wrote {len(rows)} JSON files to {args.json_dir}")
     if args.store:
         print(f"wrote {stored_results.STORE_FILE} (the Results page's table)")
     return 0
+
+
+def _threads_value(text: str) -> int | str:
+    """``--threads``: ``auto`` or a number (checked by :func:`choose_threads`, which names the
+    flag in its error)."""
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+THREADS_HELP = ("torch's intra-op threads: auto (default: 1 for the book's small models, "
+                "whose layers are too small for more) or a number")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -235,14 +305,22 @@ def build_parser() -> argparse.ArgumentParser:
     _task_args(train)
     _model_args(train)
     group = train.add_argument_group("training")
-    group.add_argument("--steps", type=int, default=None, help="training steps")
-    group.add_argument("--batch", type=int, default=None, help="prompts per step")
+    group.add_argument("--steps", type=int, default=None,
+                       help="training steps (default: the library's settings for the model; "
+                            f"500 for GLU-LSA stacks of {DEEP_FROM} or more blocks at "
+                            f"n = {DEEP_CONTEXT_LENGTH}, within a minute on two cores: chapter "
+                            "5's study trains them --steps 1000 --batch 1000)")
+    group.add_argument("--batch", type=int, default=None,
+                       help="prompts per step (default: the library's settings; 500 for deep "
+                            "GLU-LSA stacks)")
     group.add_argument("--lr", type=float, default=None, help="peak Adam learning rate")
     group.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
     group.add_argument("--device", default="auto", help="auto, cpu, cuda or mps (default: auto)")
+    group.add_argument("--threads", default="auto", help=THREADS_HELP)
     group.add_argument("--json", default=None, help="write the results to this JSON file")
     group.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                       help="show a progress bar (default: when interactive)")
+                       help="show a progress bar with the time left (default: when "
+                            "interactive)")
     train.set_defaults(func=cmd_train)
     theory = commands.add_parser("theory", help="print the theory values without training")
     _task_args(theory)
@@ -258,6 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
                            help="also write the rows the book's Results page shows (with --all)")
     reproduce.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
     reproduce.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
+    reproduce.add_argument("--threads", default="auto", help=THREADS_HELP)
     reproduce.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                            help="show a progress bar (default: when interactive)")
     reproduce.set_defaults(func=cmd_reproduce)

@@ -19,7 +19,7 @@ from html import escape
 from pathlib import Path
 
 from nlicl_lib.core.book_refs import ref
-from nlicl_lib.core.device import DeviceLike, describe_device, resolve_device
+from nlicl_lib.core.device import DeviceLike, choose_threads, describe_device, resolve_device, use_threads
 from nlicl_lib.core.errors import ConfigError
 from nlicl_lib.core.models import ModelConfig
 from nlicl_lib.core.progress import Progress
@@ -171,13 +171,17 @@ class Row:
 
 def run_experiments(names: list[str] | None = None, device: DeviceLike = "auto", seed: int = 0,
                     json_dir: str | os.PathLike | None = None, progress: bool | None = None,
-                    on_row: Callable[[Row], None] | None = None) -> list[Row]:
-    """Run the named experiments (all when ``names`` is None), in chapter order."""
+                    on_row: Callable[[Row], None] | None = None, threads: int | str = "auto"
+                    ) -> list[Row]:
+    """Run the named experiments (all when ``names`` is None), in chapter order, on torch's
+    ``threads`` intra-op threads (:func:`~nlicl_lib.core.device.choose_threads`: ``"auto"`` is
+    one for the book's small models; the count before is restored afterwards)."""
     selected = list(EXPERIMENTS) if not names else names
     unknown = [n for n in selected if n not in EXPERIMENTS]
     if unknown:
         raise ConfigError("experiment", unknown[0], "one of " + ", ".join(EXPERIMENTS))
     device = resolve_device(device)
+    threads = choose_threads(threads)
     out = None
     if json_dir is not None:
         out = Path(json_dir)
@@ -186,7 +190,7 @@ def run_experiments(names: list[str] | None = None, device: DeviceLike = "auto",
         out.mkdir(parents=True, exist_ok=True)
     rows = []
     selected.sort(key=lambda n: (EXPERIMENTS[n].chapter, list(EXPERIMENTS).index(n)))
-    with Progress(len(selected), progress, desc="experiments") as bar:
+    with use_threads(threads), Progress(len(selected), progress, desc="experiments") as bar:
         for name in selected:
             experiment = EXPERIMENTS[name]
             start = time.perf_counter()

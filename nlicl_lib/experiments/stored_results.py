@@ -172,7 +172,7 @@ def machine(device: DeviceLike = "auto") -> dict:
 
 def run_and_store(names: list[str] | None = None, device: DeviceLike = "auto", seed: int = 0,
                   json_dir: str | os.PathLike | None = None, progress: bool | None = None,
-                  path: Path = STORE_FILE) -> list[Row]:
+                  path: Path = STORE_FILE, threads: int | str = "auto") -> list[Row]:
     """:func:`run_experiments` over every experiment, then write their rows to ``path``. The
     commit and the keys are taken before training: they describe the code that ran."""
     if names:
@@ -181,7 +181,7 @@ def run_and_store(names: list[str] | None = None, device: DeviceLike = "auto", s
     sources = library_sources()
     parts = {name: key_parts(name, seed) for name in EXPERIMENTS}
     start = time.perf_counter()
-    rows = run_experiments(None, device, seed, json_dir, progress)
+    rows = run_experiments(None, device, seed, json_dir, progress, threads=threads)
     seconds = time.perf_counter() - start
     data = {
         "format": STORE_FORMAT,
