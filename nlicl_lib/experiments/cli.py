@@ -18,10 +18,11 @@ from dataclasses import asdict
 from pathlib import Path
 
 from nlicl_lib.core.book_refs import ref
-from nlicl_lib.core.device import choose_threads, resolve_device, use_threads
+from nlicl_lib.core.device import choose_threads, describe_device, resolve_device, use_threads
 from nlicl_lib.core.errors import ConfigError, TrainingDivergedError
 from nlicl_lib.core.models import ModelConfig
 from nlicl_lib.core.planning import EVAL_BATCH, check_fits
+from nlicl_lib.core.progress import progress_enabled
 from nlicl_lib.core.tasks import TaskConfig
 from nlicl_lib.experiments import reproduce, stored_results
 from nlicl_lib.experiments.run import run_experiment
@@ -204,6 +205,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     check_fits(task, model, train_config.batch_size, device, eval_batch_size=EVAL_BATCH,
                prefer=_sizes_given(args))
     with use_threads(threads):
+        if progress_enabled(args.progress):
+            # above the bar (elapsed < time left): what runs, and that the test loss follows it
+            print(f"training {train_config.steps} steps of {train_config.batch_size} prompts on "
+                  f"{describe_device(device)}, then the test loss", file=sys.stderr)
         result = run_experiment(task, model, train_config, device, progress=args.progress,
                                 eval_batch_size=EVAL_BATCH)
     data = result.to_json()
