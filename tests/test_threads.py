@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from test_widgets import small_panel
 
+from nlicl_lib.book import widgets as panel_module
 from nlicl_lib.core.device import (
     SMALL_WORK_TOKEN_DIM,
     choose_threads,
@@ -97,3 +99,27 @@ def test_reproduce_runs_its_experiments_on_the_chosen_threads(monkeypatch):
     rows = reproduce.run_experiments(["fake"], "cpu", progress=False, threads=2)
     assert seen == [1, 2] and rows[0].device == "cpu (2 threads)"
     assert torch.get_num_threads() == before
+
+
+def test_a_live_panel_trains_and_times_on_its_threads_and_shows_them(monkeypatch):
+    """A panel runs on one thread (``auto``) whatever torch had before, restores it, and
+    its device line names the count that runs."""
+    monkeypatch.delenv("NLICL_BOOK_BUILD", raising=False)
+    seen = []
+    real = panel_module.run_experiment
+
+    def record(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(panel_module, "run_experiment", record)
+    with use_threads(2):
+        panel = small_panel()
+        assert "cpu (1 thread)" in panel.device_label.value
+        panel.measure_step()
+        assert torch.get_num_threads() == 2
+        panel.train()
+        assert seen == [1] and torch.get_num_threads() == 2
+        assert small_panel(threads=2).threads == 2
+    with pytest.raises(ConfigError, match="threads"):
+        small_panel(threads=0)
