@@ -182,17 +182,20 @@ def work_units(task: TaskConfig, model: ModelConfig, train_config: TrainConfig) 
             * (task.context_length + 1) * token_dim(task, model) ** 2)
 
 
-SECONDS_PER_WORK_UNIT = 2.0e-9
-r"""Seconds of training per :func:`work_units` unit, one torch thread: chapter 1's default
-(600 x 2000 x 1 x 21 x 6^2 = 0.91e9 units) trained in 1.5 s at load 1.7 on 2 cores (1.65e-9)
-and GLU-LSA of depth 8 at n = 100 (D = 10: 8.1e4 units per prompt) at 0.454 s per step of
-1000 prompts at load 5.7 (5.6e-9; 5.2e-9 for chapter 1 at that load). Rounded up from the
-lighter load's rate; ``tests/test_cli_budget.py`` holds every command the README and the book
-tell readers to type to :data:`TRAIN_SECONDS_BUDGET` at this rate."""
+SECONDS_PER_WORK_UNIT = 2.6e-9
+r"""Seconds of training per :func:`work_units` unit on one torch thread, idle: the CPU time
+(user + sys) of 30 training steps of GLU-LSA stacks at n = 100, d = 3, m = 6 (D = 10) and 500
+prompts, measured with ``time.process_time`` on a shared 2-core machine (load about 6, so wall
+time was 3-4x longer): 2.65e-9 at depth 4, 2.59e-9 at depth 8. Chapter 1's default, 600 x 2000 x
+21 x 6^2 = 0.91e9 units, trained in 1.5 s at load 1.7 (1.65e-9). ``tests/test_cli_budget.py``
+holds every command the README and the book tell readers to type to
+:data:`TRAIN_SECONDS_BUDGET` at this rate."""
 
-TRAIN_SECONDS_BUDGET = 45.0
-"""Training seconds a command a reader is told to type may take at :data:`SECONDS_PER_WORK_UNIT`:
-the rest of a minute goes to start-up (about 2 s) and the test loss."""
+TRAIN_SECONDS_BUDGET = 40.0
+"""Training seconds a command a reader is told to type may plan at :data:`SECONDS_PER_WORK_UNIT`:
+the rest of its minute goes to start-up (about 2 s), the theory value (a Monte Carlo greedy
+reference for deep stacks) and the test loss (about 10 s of CPU for a depth-4 stack at n = 100,
+measured with 10 training steps)."""
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -312,11 +315,11 @@ def build_parser() -> argparse.ArgumentParser:
     group = train.add_argument_group("training")
     group.add_argument("--steps", type=int, default=None,
                        help="training steps (default: the library's settings for the model; "
-                            f"500 for GLU-LSA stacks of {DEEP_FROM} or more blocks at "
+                            f"400 for GLU-LSA stacks of {DEEP_FROM} or more blocks at "
                             f"n = {DEEP_CONTEXT_LENGTH}, within a minute on two cores: chapter "
                             "5's study trains them --steps 1000 --batch 1000)")
     group.add_argument("--batch", type=int, default=None,
-                       help="prompts per step (default: the library's settings; 500 for deep "
+                       help="prompts per step (default: the library's settings; 400 for deep "
                             "GLU-LSA stacks)")
     group.add_argument("--lr", type=float, default=None, help="peak Adam learning rate")
     group.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
