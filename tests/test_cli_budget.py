@@ -117,12 +117,16 @@ def test_work_units_follow_the_formula():
 
 def test_deep_stacks_estimate_their_test_loss_to_five_percent(capsys, monkeypatch):
     """The test loss of a deep stack is heavy-tailed: at 1% its estimate took minutes, so the
-    CLI's deep runs ask for 5% (``--test-error`` sets it; a bad value is refused first)."""
+    CLI's deep runs ask for 5% within 100,000 prompts (``--test-error`` sets the error and
+    lifts the cap; a bad value is refused first)."""
     deep = ["train", "--model", "glu-lsa", "--task", "poly", "--d", "3", "--depth", "8"]
     parser = cli.build_parser()
     assert cli.test_error(parser.parse_args(deep)) == cli.DEEP_TEST_ERROR
     assert cli.test_error(parser.parse_args(["train"])) == cli.TEST_ERROR
     assert cli.test_error(parser.parse_args([*deep, "--test-error", "0.01"])) == 0.01
+    assert cli.max_test_prompts(parser.parse_args(deep)) == cli.DEEP_TEST_PROMPTS
+    assert cli.max_test_prompts(parser.parse_args(["train"])) == 2_000_000
+    assert cli.max_test_prompts(parser.parse_args([*deep, "--test-error", "0.01"])) == 2_000_000
 
     def boom(*args, **kwargs):  # pragma: no cover - must not be reached
         raise AssertionError("work started")

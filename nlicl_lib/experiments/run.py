@@ -95,9 +95,12 @@ def run_experiment(
     relative_error: float = 0.01,
     callback: Callable[[int, float], bool | None] | None = None,
     eval_batch_size: int = 20000,
+    max_test_prompts: int = 2_000_000,
 ) -> ExperimentResult:
     """Validate everything, then train, evaluate and compare with theory. ``eval_batch_size``
-    is the batch of the test-loss estimate (smaller: less memory for long contexts)."""
+    is the batch of the test-loss estimate (smaller: less memory for long contexts);
+    ``max_test_prompts`` caps its prompts when ``relative_error`` is not reached sooner (a
+    heavy-tailed loss)."""
     device = resolve_device(device)
     for name, value, kind in (("task", task, TaskConfig), ("model", model_config, ModelConfig),
                               ("train", train_config, TrainConfig)):
@@ -119,7 +122,7 @@ def run_experiment(
         integrate = "task+query" if exact_query else "task"
     test = estimate_loss(model, task, device, seed=train_config.seed,
                          relative_error=relative_error, batch_size=eval_batch_size,
-                         integrate=integrate)
+                         integrate=integrate, max_prompts=max_test_prompts)
     del start
     return ExperimentResult(task, model_config, train_config, values, test, exact, training,
                             describe_device(device), model)
