@@ -27,9 +27,7 @@ import pytest
 from nlicl_lib.experiments import cli
 
 ROOT = Path(__file__).resolve().parents[1]
-SNIPPET = ROOT / "docs_cli_snippet.md"  # README's "From the command line" until pasted there
-PAGES = [ROOT / "README.md", *([SNIPPET] if SNIPPET.exists() else []),
-         *sorted((ROOT / "book").glob("*.md"))]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "book").glob("*.md"))]
 COMMAND = re.compile(r"python3? -m nlicl_lib\s+([^`#\n|)]*)")
 BUDGET_UNITS = cli.TRAIN_SECONDS_BUDGET / cli.SECONDS_PER_WORK_UNIT
 
@@ -76,8 +74,7 @@ def test_the_pages_name_the_commands_readers_try():
     assert "README.md" in pages
     kinds = {argv[0] for _, _, argv in COMMANDS}
     assert "reproduce" in kinds  # make reproduce's line in the README
-    if SNIPPET.exists() or "README.md" in pages:
-        assert {"train", "theory"} <= kinds, kinds
+    assert {"train", "theory"} <= kinds, kinds  # the README's "From the command line"
 
 
 @pytest.mark.parametrize(("page", "line", "argv"), COMMANDS,
