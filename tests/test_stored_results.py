@@ -136,7 +136,7 @@ def test_planned_settings_are_what_the_experiment_trains_with(monkeypatch):
 
 
 def test_store_writes_a_file_the_page_reads(tmp_path, monkeypatch):
-    def fake_run(names, device, seed, json_dir, progress):
+    def fake_run(names, device, seed, json_dir, progress, threads="auto"):
         return [Row(name, e.chapter, 0.5, 0.01, 0.25 if e.chapter > 1 else None,
                     "theory" if e.chapter > 1 else None, 1.5, "cpu (1 threads)")
                 for name, e in EXPERIMENTS.items()]

@@ -39,7 +39,7 @@ from pathlib import Path
 
 import torch
 
-from nlicl_lib.core.device import DeviceLike, describe_device, resolve_device
+from nlicl_lib.core.device import DeviceLike, choose_threads, describe_device, resolve_device
 from nlicl_lib.core.errors import ConfigError
 from nlicl_lib.experiments import reproduce
 from nlicl_lib.experiments.reproduce import EXPERIMENTS, Row, experiment_settings, run_experiments
@@ -162,12 +162,14 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def machine(device: DeviceLike = "auto") -> dict:
-    """Where results are computed: CPU model, cores, torch and its threads, the device."""
+def machine(device: DeviceLike = "auto", threads: int | str = "auto") -> dict:
+    """Where results are computed: CPU model, cores, torch and the threads the runs use
+    (:func:`~nlicl_lib.core.device.choose_threads` of ``threads``), the device."""
+    chosen = choose_threads(threads)
     return {"cpu": _cpu_model(), "cores": os.cpu_count(), "platform": platform.platform(),
             "python": platform.python_version(), "torch": torch.__version__,
-            "torch_threads": torch.get_num_threads(),
-            "device": describe_device(resolve_device(device))}
+            "torch_threads": chosen,
+            "device": describe_device(resolve_device(device), threads=chosen)}
 
 
 def run_and_store(names: list[str] | None = None, device: DeviceLike = "auto", seed: int = 0,
@@ -189,7 +191,7 @@ def run_and_store(names: list[str] | None = None, device: DeviceLike = "auto", s
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "seed": seed,
         "seconds": seconds,
-        "machine": machine(device),
+        "machine": machine(device, threads),
         "refresh": REFRESH,
         "library": sources,
         "rows": [{**asdict(row), "ratio": row.ratio, "description": EXPERIMENTS[row.experiment].description,
