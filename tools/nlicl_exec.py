@@ -166,7 +166,6 @@ def _client_class() -> type:
             if self._stored is None:
                 self.logger.info(f"nlicl: executing {self._docname} (no valid cache entry)")
                 super().start_client()
-                self._client.record_timing = True  # each cell's start and end, for cell_seconds
                 return
             self.logger.info(f"nlicl: {self._docname} from the execution cache")
             for cell, stored in zip(self.notebook.cells, self._stored["cells"], strict=True):
@@ -178,7 +177,13 @@ def _client_class() -> type:
         def code_cell_outputs(self, cell_index: int) -> tuple[int | None, list]:
             if self._stored is not None:
                 return NotebookClientBase.code_cell_outputs(self, cell_index)
-            return super().code_cell_outputs(cell_index)
+            # each cell's start and end (for cell_seconds); only for cells: nbclient would also
+            # time an {eval} expression's stand-in cell, which has no place for the record
+            self._client.record_timing = True
+            try:
+                return super().code_cell_outputs(cell_index)
+            finally:
+                self._client.record_timing = False
 
         def eval_variable(self, name: str) -> list:
             index = len(self._evals)
@@ -207,7 +212,7 @@ def _client_class() -> type:
             else:
                 if exc_type is None and not self._cell_error:
                     # cells after the last one the page renders (a removed cell) run too
-                    super().code_cell_outputs(len(self.notebook.cells) - 1)
+                    self.code_cell_outputs(len(self.notebook.cells) - 1)
                 super().close_client(exc_type, exc_val, exc_tb)
             self._write_user_expressions()
             if self._stored is None and exc_type is None and self.exec_metadata \
