@@ -50,6 +50,18 @@ PEAK_MEMORY_CODE = (
 (as ``tests/test_notebooks.py`` measures it)."""
 
 
+def load_tool(name: str):  # noqa: ANN201 (a module)
+    """``tools/<name>.py`` as a module (``tools/`` is not a package), registered in
+    ``sys.modules`` so that its dataclasses and its own imports of other tools resolve."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 class EnvError(RuntimeError):
     """A command that sets up an environment failed; the message names it and ends with the
     tail of its output."""

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from notebook_envs import load_tool
 
 pytestmark = pytest.mark.built
 
@@ -43,14 +44,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 PLOTLY_MIMETYPE = "application/vnd.plotly.v1+json"
 
 
-def load(name: str):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+load = load_tool  # tools/<name>.py as a module (tests/notebook_envs.py)
 
 
 plain = load("nlicl_plain")

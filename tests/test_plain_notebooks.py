@@ -3,23 +3,17 @@ and the inline execution's cache (tools/nlicl_exec.py). Unit tests: no book buil
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
+from notebook_envs import load_tool
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def load(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+load = load_tool  # tools/<name>.py as a module (tests/notebook_envs.py)
 
 
 plain = load("nlicl_plain")
