@@ -11,7 +11,7 @@ from nlicl_lib.core.models import ModelConfig, build_model
 from nlicl_lib.core.monomials import PolyMap, monomial_count, quadratic_form_matrix, second_moment
 from nlicl_lib.core.tasks import TaskConfig, sample_prompts
 from nlicl_lib.experiments.baselines import polynomial_kernel_features, ridge_path
-from nlicl_lib.theory import closed_forms
+from nlicl_lib.theory import ch3_analysis, closed_forms
 from nlicl_lib.theory.constructions import (
     glu_slot_features,
     kernel_glu_lsa,
@@ -265,3 +265,15 @@ def test_feature_analysis_of_the_constructed_and_a_crippled_glu():
     assert live_span_optimum(task, model).loss == pytest.approx(plateau, rel=1e-9)
     assert plateau > closed_forms.one_step_kernel_gd_optimum(task).loss * 1.01
     assert second_moment(lost).shape == (1, 1)
+
+
+def test_first_context_length_within_one_percent_is_exact():
+    # the log grid alone would report the first grid point above 0.99 (3687), not the first n
+    lengths = np.unique(np.geomspace(10, 100_000, 60).astype(int))
+    rate = ch3_analysis.one_over_n_rates([2], lengths)[2]
+    phi = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2).target_features
+    first = ch3_analysis.first_length_within(rate, phi, 0.99)
+    pair = np.array([first - 1, first])
+    scaled = pair * closed_forms.one_step_gd_optimum_curve(phi, phi, pair) / rate.c
+    assert scaled[0] < 0.99 <= scaled[1]
+    assert first not in set(lengths.tolist())  # found between grid points

@@ -3,12 +3,29 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
 import pytest
 
-from nlicl_lib import ConfigError
+from nlicl_lib import ConfigError, ModelConfig, TaskConfig
 from nlicl_lib.experiments.cli import main
-from nlicl_lib.experiments.reproduce import EXPERIMENTS, format_table, run_experiments, table_html
+from nlicl_lib.experiments.depth_study import STUDIES
+from nlicl_lib.experiments.reproduce import (
+    EXPERIMENTS,
+    Row,
+    experiment_settings,
+    format_table,
+    run_experiments,
+    table_html,
+)
+from nlicl_lib.theory import values as values_module
+from nlicl_lib.theory.values import (
+    EXACT_OPTIMUM,
+    LOWER_BOUND,
+    MONTE_CARLO_REFERENCE,
+    OPTIMISED_EXACT,
+    theory_values,
+)
 
 
 def test_every_chapter_has_an_experiment():
@@ -42,3 +59,36 @@ def test_cli_lists_and_requires_a_choice(capsys):
     assert "ch1-lsa-linear" in capsys.readouterr().out
     assert main(["reproduce"]) == 2
     assert "--all" in capsys.readouterr().err
+
+
+def test_every_description_states_the_context_length_it_runs():
+    for name, experiment in EXPERIMENTS.items():
+        task = experiment_settings(name)["task"]
+        assert f"n={task['context_length']}" in experiment.description, name
+        assert f"d={task['input_dim']}" in experiment.description, name
+
+
+def test_chapter_5_depth_row_runs_in_the_depth_studys_regime():
+    # chapter 5 calls n = 20 a trap for deep stacks (a fixed step overshoots on rare contexts)
+    task = experiment_settings("ch5-depth3-m3")["task"]
+    assert task == asdict(STUDIES["d3"].task)
+
+
+def test_each_reference_says_what_kind_it_is(monkeypatch):
+    # the Monte Carlo reference's value takes a minute; its kind depends only on the branch
+    monkeypatch.setattr(values_module, "bcd_reference_loss", lambda *args, **kwargs: (1.0, None))
+    kinds = {}
+    for name in EXPERIMENTS:
+        settings = experiment_settings(name)
+        values = theory_values(TaskConfig(**settings["task"]), ModelConfig(**settings["model"]))
+        kinds[name] = LOWER_BOUND if settings["reference"] == "bound" else values.theory_kind
+    assert kinds["ch1-lsa-linear"] == kinds["ch3-glu-lsa-quadratic"] == EXACT_OPTIMUM
+    assert kinds["ch2-lsa1-quadratic"] == kinds["ch2-lsa3-quadratic"] == LOWER_BOUND
+    assert kinds["ch4-glu-lsa-m3"] == OPTIMISED_EXACT
+    assert kinds["ch5-depth3-m3"] == kinds["ch5-cubic-depth2"] == MONTE_CARLO_REFERENCE
+    rows = [Row(name, EXPERIMENTS[name].chapter, 0.5, 0.01, 0.6, "r", 1.0, "cpu", kind)
+            for name, kind in kinds.items()]
+    html, text = table_html(rows), format_table(rows)
+    for kind in set(kinds.values()):
+        assert f"({kind})" in html and kind in text
+    assert "theory value" not in html and "ratio below 1" in html

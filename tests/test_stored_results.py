@@ -26,6 +26,9 @@ from nlicl_lib.experiments.stored_results import (
     load_results,
     stale_rows,
 )
+from nlicl_lib.theory.values import EXACT_OPTIMUM, LOWER_BOUND, MONTE_CARLO_REFERENCE, OPTIMISED_EXACT
+
+REFERENCE_KINDS = {EXACT_OPTIMUM, OPTIMISED_EXACT, LOWER_BOUND, MONTE_CARLO_REFERENCE}
 
 
 @pytest.fixture(scope="module")
@@ -67,9 +70,11 @@ def test_each_stored_row_is_consistent(stored):
         assert row.device == stored.machine["device"], row.experiment
         assert (row.reference is None) == (row.reference_name is None), row.experiment
         if row.reference is None:
-            assert raw["ratio"] is None
+            assert raw["ratio"] is None and row.reference_kind is None
         else:
             assert row.reference > 0
+            assert row.reference_kind in REFERENCE_KINDS, (row.experiment, row.reference_kind)
+            assert f"({row.reference_kind})" in html
             assert math.isclose(raw["ratio"], row.trained / row.reference, rel_tol=1e-12), row.experiment
             assert f"{raw['ratio']:.4f}" in html
         assert raw["seed"] == stored.data["seed"] and raw["settings"]["train"]["seed"] == raw["seed"]

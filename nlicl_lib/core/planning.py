@@ -4,8 +4,10 @@ it fits the machine; the one source for the command line and the live panels.
 A run at a task $(d, n, k)$, a model $(m, h, L)$ and a batch of $B$ prompts holds, per prompt,
 $T = n + 1$ tokens of $D = d + m + 1$ numbers each (shape ``(batch, tokens, dim)``):
 
-* the prompt batch: the inputs $x$ ($T d$), the target's $p$ coefficients, and while the target
-  is drawn its monomials with their partial products ($(k + 2) p$ per token, polynomial tasks);
+* the prompt batch: the inputs $x$ ($T d$), the target's $p$ coefficients, and while the labels
+  are computed the target's monomials with their partial products ($(k + 2) p$ per token,
+  polynomial tasks), for the parts of the batch labelled at once (one part of 1000 prompts per
+  sampling thread, :func:`~nlicl_lib.core.tasks.labelling_prompts`);
   the embedding $Z_0$ and its zero slots and labels ($2D$ per token);
 * per block, the activations autograd keeps: the GLU's two branches and their product ($3h$
   per token), its written slots and the token after it ($m + D$); full attention's statistic
@@ -41,7 +43,7 @@ import torch
 
 from nlicl_lib.core.errors import ConfigError, format_bytes
 from nlicl_lib.core.models import ModelConfig
-from nlicl_lib.core.tasks import TaskConfig, prompt_numbers
+from nlicl_lib.core.tasks import TaskConfig, labelling_prompts, prompt_numbers
 
 __all__ = ["EVAL_BATCH", "RunEstimate", "RunShape", "available_memory_bytes", "check_fits", "estimate",
            "estimate_run", "format_bytes", "largest_fitting", "memory_limit_bytes", "prompt_numbers",
@@ -148,11 +150,16 @@ def estimate_run(shape: RunShape) -> RunEstimate:
     activations = depth * t * glu_per_token + (depth - 1) * attention + last
     parameters = depth * (weights + h * (2 * shape.glu_reads + shape.glu_writes))
     prompt = prompt_numbers(shape.input_dim, n, shape.coefficients, shape.degree, shape.feature_slots)
-    train_numbers = 5 * parameters + shape.batch_size * (prompt + 2 * activations)
+    # the target's monomials exist only for the parts of a batch being labelled at once
+    monomials = prompt - prompt_numbers(shape.input_dim, n, shape.coefficients, 0, shape.feature_slots)
+    prompt -= monomials
+    train_numbers = (5 * parameters + shape.batch_size * (prompt + 2 * activations)
+                     + labelling_prompts(shape.batch_size) * monomials)
     # forward only: one block's activations are alive at a time; a GLU-LSA stack (no exact loss)
     # is tested with the task integrated out, min(n, p) forward passes per prompt (run_experiment)
     passes = min(n, shape.coefficients) if h and depth > 1 else 1
-    eval_numbers = parameters + shape.eval_batch_size * (prompt + passes * (t * glu_per_token + attention))
+    eval_numbers = (parameters + shape.eval_batch_size * (prompt + passes * (t * glu_per_token + attention))
+                    + labelling_prompts(shape.eval_batch_size) * monomials)
     size = shape.itemsize
     glu_flops = 2 * t * h * (2 * shape.glu_reads + shape.glu_writes)
     forward_flops = depth * (glu_flops + attention_flops)

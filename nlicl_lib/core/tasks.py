@@ -208,6 +208,14 @@ it, and a batch of at most ``PART_SIZE`` prompts is one part (seeded as ``(seed,
 _pool: tuple[int, ThreadPoolExecutor] | None = None
 
 
+def labelling_prompts(batch_size: int, device: torch.device | str = "cpu") -> int:
+    """The most prompts of a batch whose target monomials exist at once while
+    :func:`sample_prompts` computes labels: one part per sampling thread on CPU, one part on
+    another device (used by :mod:`nlicl_lib.core.planning`)."""
+    workers = _sampling_workers() if torch.device(device).type == "cpu" else 1
+    return min(batch_size, PART_SIZE * workers)
+
+
 def _sampling_workers() -> int:
     """Threads that fill the parts of a batch on CPU: one per core. Independent of torch's
     intra-op threads, so a run that keeps torch single-threaded still samples on every core."""
@@ -289,6 +297,10 @@ def sample_prompts(
     bounds = [(start, min(start + PART_SIZE, batch_size))
               for start in range(0, batch_size, PART_SIZE)]
 
+    # the labels are computed in each part (in parallel), unless a covariance must transform x
+    y = (torch.empty(batch_size, n + 1, device=device, dtype=dtype)
+         if task.covariance is None else None)
+
     def fill(part: int) -> None:
         start, stop = bounds[part]
         gen = generator(seed, stream, step, device, part)
@@ -296,13 +308,26 @@ def sample_prompts(
         torch.randn(stop - start, num_coefficients, generator=gen, out=coefficients[start:stop])
         if noise is not None:
             torch.randn(stop - start, n, generator=gen, out=noise[start:stop])
+        if y is not None:
+            y[start:stop] = _labels(task, x[start:stop], coefficients[start:stop],
+                                    None if noise is None else noise[start:stop])
 
     _run_parts(fill, len(bounds), device)
-    x = _with_covariance(task, x)
+    if y is None:
+        x = _with_covariance(task, x)
+        y = _labels(task, x, coefficients, noise)
+    return Prompts(x, y, coefficients)
+
+
+def _labels(task: TaskConfig, x: torch.Tensor, coefficients: torch.Tensor,
+            noise: torch.Tensor | None) -> torch.Tensor:
+    r"""$y_i = w^\top x_i$ (linear) or $\beta^\top \phi(x_i)$ for every token, plus
+    ``noise_std`` times ``noise`` on the context labels; the query's label stays clean."""
+    n = x.shape[1] - 1
     if task.kind == "linear":
         y = torch.einsum("btd,bd->bt", x, coefficients)
     else:
         y = torch.einsum("btp,bp->bt", task.target_features(x), coefficients)
     if noise is not None:
         y = torch.cat([y[:, :n] + task.noise_std * noise, y[:, n:]], dim=1)
-    return Prompts(x, y, coefficients)
+    return y

@@ -264,8 +264,8 @@ def cmd_train(args: argparse.Namespace) -> int:
                     if task.context_length < DEEP_CONTEXT_LENGTH else "")
                  if model.kind == "glu-lsa" and model.depth > 1 else ""))
     if data["theory_loss"] is not None:
-        print(f"theory:      {data['theory_loss']:.5g}  ({data['theory_name']}); ratio "
-              f"{data['ratio_to_theory']:.4f}")
+        print(f"theory:      {data['theory_loss']:.5g}  ({data['theory_name']}; "
+              f"{data['theory_kind']}); ratio {data['ratio_to_theory']:.4f}")
     if data["bound_loss"] is not None:
         print(f"linear:      {data['bound_loss']:.5g}  (best linear predictor, "
               f"{ref('cor-linear-bound')}: a lower bound for attention-only models of any depth)")
@@ -283,6 +283,7 @@ def cmd_theory(args: argparse.Namespace) -> int:
     data = {
         "theory_loss": values.theory_loss,
         "theory_name": values.theory_name,
+        "theory_kind": values.theory_kind,
         "bound_loss": values.bound_loss,
         "null_loss": values.null_loss,
         "config": {"task": asdict(task), "model": asdict(model.resolved(task))},
@@ -290,8 +291,8 @@ def cmd_theory(args: argparse.Namespace) -> int:
     print(f"task:   {task.describe()}; model {model.kind}, depth {model.depth}")
     print(f"null loss (E[y^2]):  {values.null_loss:.6g}")
     if values.theory_loss is not None:
-        print(f"theory loss:         {values.theory_loss:.6g}  ({values.theory_name}); "
-              f"normalised {values.theory_loss / values.null_loss:.4f}")
+        print(f"theory loss:         {values.theory_loss:.6g}  ({values.theory_name}; "
+              f"{values.theory_kind}); normalised {values.theory_loss / values.null_loss:.4f}")
     else:
         print("theory loss:         none (no closed form for this model class)")
     if values.bound_loss is not None:

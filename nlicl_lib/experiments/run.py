@@ -71,6 +71,7 @@ class ExperimentResult:
             "normalised_test_loss": self.normalised_test_loss,
             "theory_loss": self.theory.theory_loss,
             "theory_name": self.theory.theory_name,
+            "theory_kind": self.theory.theory_kind,
             "bound_loss": self.theory.bound_loss,
             "null_loss": self.theory.null_loss,
             "ratio_to_theory": self.ratio_to_theory,

@@ -213,7 +213,7 @@ def rate_values(rates: Mapping[int, OneOverNRate], contexts: Sequence[int], task
     r"""The page's numbers on the $1/n$ rate: $c$ and $n_\times$ per degree, $n\mathcal L^*/c$ at
     $n = 10$ and $160$, the log-log slopes of $\mathcal L^*(n)$ between consecutive ``contexts``
     (first and last) for ``task``, and the first $n$ where $n\mathcal L^*/c \ge 0.99$ (degree 2)."""
-    c2, null2, scaled2 = rates[2].c, rates[2].null, rates[2].scaled
+    c2, null2 = rates[2].c, rates[2].null
     on_grid = closed_forms.one_step_gd_optimum_curve(task.target_features, task.target_features,
                                                      contexts)
     slopes2 = np.diff(np.log(on_grid)) / np.diff(np.log(contexts))
@@ -222,7 +222,23 @@ def rate_values(rates: Mapping[int, OneOverNRate], contexts: Sequence[int], task
             "scaled2_10": rates[2].at(10), "scaled2_160": rates[2].at(160),
             "scaled1_160": rates[1].at(160), "scaled3_160": rates[3].at(160),
             "slope2_first": float(slopes2[0]), "slope2_last": float(slopes2[-1]),
-            "n99_2": int(rates[2].lengths[np.argmax(scaled2 >= 0.99)])}
+            "n99_2": first_length_within(rates[2], task.target_features, 0.99)}
+
+
+def first_length_within(rate: OneOverNRate, features: PolyMap, level: float) -> int:
+    r"""The first whole $n$ with $n\mathcal L^*(n)/c \ge$ ``level`` (e.g. 0.99: within 1% of the
+    limit of Proposition 11), exactly: the log grid of ``rate`` brackets it, then every integer in
+    the bracket is evaluated (the curve rises with $n$)."""
+    above = np.flatnonzero(rate.scaled >= level)
+    if above.size == 0:
+        raise ConfigError("level", level, f"a level the curve reaches by n = {int(rate.lengths[-1])}")
+    i = int(above[0])
+    if i == 0:
+        return int(rate.lengths[0])
+    candidates = np.arange(int(rate.lengths[i - 1]) + 1, int(rate.lengths[i]) + 1)
+    scaled = candidates * closed_forms.one_step_gd_optimum_curve(features, features,
+                                                                 candidates) / rate.c
+    return int(candidates[np.argmax(scaled >= level)])
 
 
 # --- trained blocks: initialisations and lost directions ----------------------------------------

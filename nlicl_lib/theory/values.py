@@ -26,6 +26,19 @@ class TheoryValues:
     theory_loss: float | None
     theory_name: str | None
     bound_loss: float | None
+    theory_kind: str | None = None
+    """What ``theory_loss`` is: :data:`EXACT_OPTIMUM` (proven, computed exactly: no model of the
+    class does better), :data:`OPTIMISED_EXACT` (the exact loss of the best block a numerical
+    search found: no model does better than the true optimum, which the search may miss),
+    :data:`MONTE_CARLO_REFERENCE` (a constructed predictor's loss, estimated by sampling: a
+    trained model may go below it), or ``None`` with no theory loss."""
+
+
+EXACT_OPTIMUM = "exact optimum"
+OPTIMISED_EXACT = "optimised exact loss"
+MONTE_CARLO_REFERENCE = "Monte Carlo reference"
+LOWER_BOUND = "lower bound"
+"""The kind of ``bound_loss``: the best linear predictor, below every attention-only model."""
 
 
 def theory_values(task: TaskConfig, config: ModelConfig) -> TheoryValues:
@@ -51,11 +64,12 @@ def theory_values(task: TaskConfig, config: ModelConfig) -> TheoryValues:
     config = config.resolved(task)
     null = closed_forms.null_loss(task)
     bound = closed_forms.best_linear_loss(task) if task.kind == "poly" else None
-    loss = name = None
+    loss = name = kind = None
     if config.kind == "lsa" and config.depth == 1:
         loss = closed_forms.linear_gd_optimum(task).loss
         name = (f"one-step linear GD optimum ({ref('thm-linear-optimum')})" if task.kind == "linear"
                 else f"one-step linear GD optimum ({ref('thm-feature-optimum')} with psi = x)")
+        kind = EXACT_OPTIMUM
     p2 = monomial_count(task.input_dim, 2)
     covers = (config.feature_slots >= p2 and config.glu_width >= p2)
     structured = (config.kind == "glu-lsa" and config.activation == "none"
@@ -66,11 +80,13 @@ def theory_values(task: TaskConfig, config: ModelConfig) -> TheoryValues:
         optimum = closed_forms.one_step_gd_optimum(task.target_features, features,
                                                    task.context_length, task.noise_std)
         loss, name = optimum.loss, f"best one-step GD on (x, phi_2) ({ref('thm-feature-optimum')})"
+        kind = EXACT_OPTIMUM
     if structured and config.depth == 1 and not covers and config.glu_reads == "x":
         optimum = best_block(task, config.feature_slots, config.glu_width)
         loss, name = optimum.loss, (f"best block with m={config.feature_slots} slots, width "
                                     f"h={config.glu_width} ({ref('prop-capacity')}: exact loss, "
                                     "optimised span)")
+        kind = OPTIMISED_EXACT
     if (structured and config.depth > 1 and config.glu_reads != "all" and task.kind == "poly"
             and task.degree <= 3 and task.noise_std == 0):
         loss, _ = bcd_reference_loss(task, config.feature_slots, config.depth,
@@ -78,7 +94,8 @@ def theory_values(task: TaskConfig, config: ModelConfig) -> TheoryValues:
         name = (f"greedy block-coordinate reference ({ref('prop-greedy-reference')}): "
                 f"{config.depth} blocks of m={config.feature_slots} monomials, each Gamma the "
                 "best given the earlier ones (Monte Carlo over contexts)")
-    return TheoryValues(null, loss, name, bound)
+        kind = MONTE_CARLO_REFERENCE
+    return TheoryValues(null, loss, name, bound, kind)
 
 
 #: Largest degree of a GD-form stack's slot features for which the test loss integrates the
