@@ -1031,8 +1031,59 @@ class TestPhone:
             ]
         _fail_all(phone.name, "overlapping figure text", problems)
 
+    def test_maths_fits_or_scrolls_with_a_cue(self, phone: OpenPage) -> None:
+        # MathJax 3 does not break lines: a formula wider than the column must sit in a box
+        # that scrolls sideways (and shows that it does), never run past the screen's edge
+        problems = phone.js(MATH_FITS_JS)
+        _fail_all(phone.name, "formulas cut off at 390 px", [
+            f"{p['kind']} formula {p['text']!r} ends at x = {p['right']} in a column ending at "
+            f"{p['column']}" + (" (its scroll box shows no cue)" if p["scrolls"] else "")
+            for p in problems])
+
+    def test_no_toolbar_over_a_figure_title(self, phone: OpenPage) -> None:
+        problems = []
+        for figure in phone.figures():
+            layout = phone.js("id => window.nlicl.figureTextLayout(id)", figure["id"])
+            bar = phone.js(MODEBAR_BOX_JS, figure["id"])
+            if bar and layout["title"] and _overlap(bar, layout["title"]["box"]):
+                problems.append(f"figure {figure['id']}: the toolbar {_box(bar)} covers the title "
+                                f"{layout['title']['text']!r} {_box(layout['title']['box'])}")
+        _fail_all(phone.name, "plotly's toolbar over a title", problems)
+
     def test_nothing_failed(self, phone: OpenPage) -> None:
         phone.watch.assert_none(phone.name)
+
+
+MATH_FITS_JS = """() => {
+  const column = document.querySelector('article.bd-article') || document.querySelector('main');
+  const edge = column.getBoundingClientRect().right + 1;
+  const problems = [];
+  for (const formula of column.querySelectorAll('mjx-container')) {
+    const box = formula.getBoundingClientRect();
+    if (box.width === 0 || box.right <= edge) continue;
+    let scroller = null;
+    for (let a = formula.parentElement; a && a !== column; a = a.parentElement) {
+      const style = getComputedStyle(a);
+      if (['auto', 'scroll'].includes(style.overflowX)) { scroller = a; break; }
+    }
+    const fits = scroller && scroller.getBoundingClientRect().right <= edge;
+    const cue = scroller && getComputedStyle(scroller).backgroundImage.includes('gradient');
+    if (!(fits && cue)) {
+      problems.push({kind: formula.getAttribute('display') === 'true' ? 'display' : 'inline',
+                     text: (formula.textContent || '').slice(0, 30), right: Math.round(box.right),
+                     column: Math.round(edge - 1), scrolls: Boolean(fits)});
+    }
+  }
+  return problems;
+}"""
+
+MODEBAR_BOX_JS = """id => {
+  const wrapper = document.querySelector(`.nlicl-plotly[data-nlicl-figure="${id}"]`);
+  const bar = wrapper?.querySelector('.modebar-container .modebar');
+  if (!bar || getComputedStyle(bar.parentElement).display === 'none') return null;
+  const r = bar.getBoundingClientRect();
+  return r.width > 0 ? {left: r.left, top: r.top, right: r.right, bottom: r.bottom} : null;
+}"""
 
 
 # --- navigation: the sidebars' toggle buttons ----------------------------------------------
