@@ -29,9 +29,9 @@ def computed():
     config = TrainConfig(steps=STEPS, batch_size=64, learning_rate=0.02, seed=0)
     references = ch4_analysis.one_block_references(task)
     sweep = capacity_sweeps.capacity_sweep(task, SIZES, SIZES, config, progress=False)
-    threshold = capacity_sweeps.threshold_sweep([2], [10], config, progress=False)
+    saturation = capacity_sweeps.saturation_sweep([2], [10], config, progress=False)
     torch.set_num_threads(threads)
-    return task, config, references, sweep, threshold
+    return task, config, references, sweep, saturation
 
 
 def _panels(fig) -> list[list]:
@@ -65,9 +65,9 @@ def test_references_are_the_capacity_module_s_and_ordered(computed):
 
 
 def test_the_tables_fit_78_columns_and_quote_every_size(computed):
-    _, config, references, sweep, threshold = computed
+    _, config, references, sweep, saturation = computed
     texts = [references.report(), ch4_studies.sweep_report(sweep, config, references.normaliser),
-             ch4_studies.threshold_report(threshold), ch4_analysis.embedding_table([2, 50], [2, 4])]
+             ch4_studies.saturation_report(saturation), ch4_analysis.embedding_table([2, 50], [2, 4])]
     for text in texts:
         assert max(len(line) for line in text.splitlines()) <= 78
     sweep_rows = ch4_studies.sweep_report(sweep, config, references.normaliser).splitlines()[-4:]
@@ -77,17 +77,17 @@ def test_the_tables_fit_78_columns_and_quote_every_size(computed):
 
 
 def test_sweep_values_are_ratios_to_the_reference_of_each_size(computed):
-    _, _, references, sweep, threshold = computed
+    _, _, references, sweep, saturation = computed
     ratios = ch4_studies.sweep_ratios(sweep)
     assert len(ratios) == 2 * len(SIZES)
     assert ratios[0] == sweep.slots_loss[1] / sweep.subspace[1].loss
     values = ch4_studies.sweep_values(sweep, references)
     assert values["min_ratio"] == min(ratios) and values["max_ratio"] == max(ratios)
     assert values["distinct_blocks"] == 6  # (m, h) = (1..3, 3) slots, (3, 1..2) units, (4, 4)
-    assert values["threshold_ratio"] == sweep.slots_loss[3] / references.kernel
-    found = ch4_studies.threshold_values(threshold)
+    assert values["all_slots_ratio"] == sweep.slots_loss[3] / references.kernel
+    found = ch4_studies.saturation_values(saturation)
     assert found["units_match"] == "h = d"  # d = 2 units write ||x||^2 (Proposition 12, item 1)
-    assert set(found) == {"thr_min_ratio", "thr_max_ratio", "kernel_d2", "short_d2", "full_d2",
+    assert set(found) == {"sat_min_ratio", "sat_max_ratio", "kernel_d2", "short_d2", "full_d2",
                           "units_match"}
 
 
@@ -98,7 +98,7 @@ def test_capacity_figure_draws_the_trained_blocks_on_their_references(computed):
     assert _names(slots) == ["trained block (exact test loss)",
                              "best span the block can write (reference)", "best m monomials",
                              "full one-step kernel GD (m = h = p₂)", "no slots: linear GD on x",
-                             "threshold p₂ = 3"]
+                             "saturates at m = p₂ = 3"]
     assert _names(widths) == [n for n in _names(slots) if n != "best m monomials"]
     norm = references.normaliser
     assert list(slots[0].y) == [sweep.slots_loss[m] / norm for m in SIZES]
@@ -130,14 +130,14 @@ def test_training_curves_have_one_panel_per_sweep_and_size(computed):
         ch4_figures.training_curves_figure(sweep, references, window=STEPS + 1)
 
 
-def test_threshold_figure_has_a_panel_per_dimension_and_sweep(computed):
-    *_, threshold = computed
-    fig = ch4_figures.threshold_figure(threshold)
+def test_saturation_figure_has_a_panel_per_dimension_and_sweep(computed):
+    *_, saturation = computed
+    fig = ch4_figures.saturation_figure(saturation)
     slots, widths = _panels(fig)
     assert _names(slots) == ["best block of this size (exact)", "trained block (exact loss)",
-                             "kernel optimum L*((x; φ₂))", "threshold p₂ = 3"]
+                             "kernel optimum L*((x; φ₂))", "saturates at m = p₂ = 3"]
     assert _names(widths)[:2] == ["best block of this size (exact)", "best block with h slots"]
-    curve = threshold.curves[2]
+    curve = saturation.curves[2]
     assert list(slots[0].y) == list(curve.slot_loss.values())
     assert list(widths[2].x) == list(curve.trained_widths)
     assert fig.layout.meta["nlicl_sliders"]["titles"] == ["d = 2: m slots, h = max(m, p₂)",

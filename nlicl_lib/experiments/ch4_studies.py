@@ -1,6 +1,6 @@
 r"""Chapter 4's trained blocks against their exact references: the tables and the values the
 page quotes from :func:`~nlicl_lib.experiments.capacity_sweeps.capacity_sweep` and
-:func:`~nlicl_lib.experiments.capacity_sweeps.threshold_sweep`.
+:func:`~nlicl_lib.experiments.capacity_sweeps.saturation_sweep`.
 
 Each trained block's test loss is exact: the loss of Theorem 9 (thm-feature-optimum),
 
@@ -15,7 +15,7 @@ $\ge 1$ up to the optimiser.
 
 from __future__ import annotations
 
-from nlicl_lib.experiments.capacity_sweeps import CapacitySweep, ThresholdSweep
+from nlicl_lib.experiments.capacity_sweeps import CapacitySweep, SaturationSweep
 from nlicl_lib.theory.ch4_analysis import OneBlockReferences
 from nlicl_lib.training.train import TrainConfig
 
@@ -54,18 +54,18 @@ def sweep_values(sweep: CapacitySweep, references: OneBlockReferences) -> dict[s
     the number of distinct blocks."""
     ratios = sweep_ratios(sweep)
     return {"min_ratio": min(ratios), "max_ratio": max(ratios),
-            "threshold_ratio": sweep.slots_loss[references.p2] / references.kernel,
+            "all_slots_ratio": sweep.slots_loss[references.p2] / references.kernel,
             "train_seconds": sweep.seconds, "distinct_blocks": distinct_blocks(sweep)}
 
 
-def threshold_report(threshold: ThresholdSweep) -> str:
-    r"""The page's table of :func:`threshold_sweep`: for each $d$ (with its $n$ and $p_2$) and
+def saturation_report(saturation: SaturationSweep) -> str:
+    r"""The page's table of :func:`saturation_sweep`: for each $d$ (with its $n$ and $p_2$) and
     each trained size, trained / best loss over $\mathbb E[y^2]$ with slots and with units."""
-    lines = [f"references {threshold.reference_seconds:.1f} s, blocks trained "
-             f"{threshold.train_seconds:.1f} s\n",
+    lines = [f"references {saturation.reference_seconds:.1f} s, blocks trained "
+             f"{saturation.train_seconds:.1f} s\n",
              "loss / E[y^2] of one block, trained / best of its size:",
              " d   n  p2  size  m slots, h = max(m, p2)  h units, m = max(h, p2)"]
-    for d, c in threshold.curves.items():
+    for d, c in saturation.curves.items():
         for k, v in enumerate(c.trained_slots):
             lead = f"{d:2d}  {c.task.context_length:2d}  {c.p2:2d}" if k == 0 else " " * 10
             lines.append(f"{lead}  {v:4d}  {c.trained_slots[v]:.4f} / {c.slot_loss[v]:.4f}"
@@ -73,17 +73,17 @@ def threshold_report(threshold: ThresholdSweep) -> str:
     return "\n".join(lines)
 
 
-def threshold_values(threshold: ThresholdSweep) -> dict[str, float | str]:
+def saturation_values(saturation: SaturationSweep) -> dict[str, float | str]:
     r"""Glued by the page: the range of trained / best ratios; per $d$ the kernel optimum, the
     best block one slot short of $p_2$ and the trained full block over it; and the width from
     which $h$ units do as well as $h$ slots (``"h = d"`` when that is $d$ for every $d$,
     Proposition 12 (prop-capacity), item 1)."""
-    ratios = [r for c in threshold.curves.values() for r in c.trained_ratios()]
-    values: dict[str, float | str] = {"thr_min_ratio": min(ratios), "thr_max_ratio": max(ratios)}
-    for d, c in threshold.curves.items():
+    ratios = [r for c in saturation.curves.values() for r in c.trained_ratios()]
+    values: dict[str, float | str] = {"sat_min_ratio": min(ratios), "sat_max_ratio": max(ratios)}
+    for d, c in saturation.curves.items():
         values[f"kernel_d{d}"] = c.kernel
         values[f"short_d{d}"] = c.slot_loss[c.p2 - 1] / c.kernel
         values[f"full_d{d}"] = c.trained_slots[c.p2] / c.kernel
-    first = [c.units_match_from() for c in threshold.curves.values()]
-    values["units_match"] = "h = d" if first == list(threshold.curves) else f"h = {first}"
+    first = [c.units_match_from() for c in saturation.curves.values()]
+    values["units_match"] = "h = d" if first == list(saturation.curves) else f"h = {first}"
     return values
