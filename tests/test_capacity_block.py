@@ -256,6 +256,29 @@ def test_saturation_sweep_trains_blocks_on_or_above_the_curve():
          curve.trained_widths[1] / curve.width_loss[1], curve.trained_widths[6] / curve.kernel])
 
 
+@pytest.mark.slow
+def test_the_chapter_s_trained_blocks_at_d_3_4_5():
+    """What chapter 4 says of its trained markers, under the chapter's own settings (purpose
+    "short-sweeps", seed 0): every block is at or above its exact curve; the blocks of 1 and
+    ceil(p2/2) slots or units are within 2% of it (measured: at most 1.0144); the full blocks
+    (m = h = p2) within 7% of the kernel optimum (measured 1.0023, 1.0350, 1.0584), which is
+    why the page does not let them show the last slot (one cross-term drop: 1.033, 1.028 and
+    1.026 times the kernel optimum)."""
+    from nlicl_lib import ModelConfig, default_train_config
+
+    config = default_train_config(QUADRATIC, ModelConfig(kind="glu-lsa"), purpose="short-sweeps",
+                                  seed=0)
+    sweep = saturation_sweep(SATURATION_DIMS, SATURATION_LENGTHS, config, progress=False)
+    for curve in sweep.curves.values():
+        p2 = curve.p2
+        assert sorted(curve.trained_slots) == [1, (p2 + 1) // 2, p2]
+        for trained, best in [(curve.trained_slots, curve.slot_loss),
+                              (curve.trained_widths, curve.width_loss)]:
+            for size, value in trained.items():
+                assert value >= best[size] * (1 - 1e-9)
+                assert value <= best[size] * (1.07 if size == p2 else 1.02)
+
+
 def test_degree_two_bound():
     """Proposition 12 (prop-capacity), item 4: zero for a quadratic target; for the cubic task
     the cubic monomials' part orthogonal to x (6 = Var(x^3 - 3x) at d = 1), below every single

@@ -67,7 +67,8 @@ def test_references_are_the_capacity_module_s_and_ordered(computed):
 def test_the_tables_fit_78_columns_and_quote_every_size(computed):
     _, config, references, sweep, saturation = computed
     texts = [references.report(), ch4_studies.sweep_report(sweep, config, references.normaliser),
-             ch4_studies.saturation_report(saturation), ch4_analysis.embedding_table([2, 50], [2, 4])]
+             ch4_studies.saturation_report(saturation), ch4_studies.increment_report(saturation),
+             ch4_analysis.embedding_table([2, 50], [2, 4])]
     for text in texts:
         assert max(len(line) for line in text.splitlines()) <= 78
     sweep_rows = ch4_studies.sweep_report(sweep, config, references.normaliser).splitlines()[-4:]
@@ -88,7 +89,29 @@ def test_sweep_values_are_ratios_to_the_reference_of_each_size(computed):
     found = ch4_studies.saturation_values(saturation)
     assert found["units_match"] == "h = d"  # d = 2 units write ||x||^2 (Proposition 12, item 1)
     assert set(found) == {"sat_min_ratio", "sat_max_ratio", "kernel_d2", "short_d2", "full_d2",
-                          "units_match"}
+                          "full_above_short", "units_match"}
+    curve = saturation.curves[2]
+    above = curve.trained_slots[3] > curve.slot_loss[2]
+    assert found["full_above_short"] == ("d = 2" if above else "none of these d")
+
+
+def test_increment_values_are_the_closed_form_and_match_the_curve(computed):
+    """Proposition 12 (prop-capacity), item 5 at d = 2 (p2 = 3): one drop per kind of slot, and
+    the L-BFGS curve equals l_0 minus the sum of the largest increments."""
+    *_, saturation = computed
+    values = ch4_studies.increment_values(saturation)
+    assert set(values) == {"norm_drop_d2", "square_drop_d2", "cross_drop_d2", "increment_order",
+                           "closed_form_gap"}
+    curve = saturation.curves[2]
+    drops = -np.diff([curve.slot_loss[m] for m in range(4)])
+    assert list(drops) == pytest.approx([values["norm_drop_d2"], values["square_drop_d2"],
+                                         values["cross_drop_d2"]], rel=1e-8)
+    assert values["increment_order"] == "|x|^2 > contrasts of the squares > cross terms"
+    assert 0 <= values["closed_form_gap"] < 1e-9
+    rows = ch4_studies.increment_report(saturation).splitlines()
+    assert rows[-1].split() == ["2", "10", "3", f"{values['norm_drop_d2']:.4f}", "x", "1",
+                                f"{values['square_drop_d2']:.4f}", "x", "1",
+                                f"{values['cross_drop_d2']:.4f}", "x", "1"]
 
 
 def test_capacity_figure_draws_the_trained_blocks_on_their_references(computed):

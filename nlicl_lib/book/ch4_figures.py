@@ -133,12 +133,13 @@ def _saturation_panel(saturation: SaturationSweep, d: int, kind: str) -> list[go
 
 def saturation_figure(saturation: SaturationSweep) -> go.Figure:
     r"""For each $d$ of ``saturation`` (a slider) and each sweep (slots or units): the best
-    one-block loss $\ell_m$ against the size, the trained blocks, the kernel optimum and the
-    saturation $p_2$."""
+    one-block loss $\ell_m$ against the size (piecewise linear in $m$, Proposition 12
+    (prop-capacity), item 5), the trained blocks, the kernel optimum and the point $m = p_2$
+    where $\ell_m$ saturates."""
     dims = list(saturation.curves)
     sizes = {KINDS[0]: "m slots, h = max(m, p₂)", KINDS[1]: "h units, m = max(h, p₂)"}
     titles = {(d, k): f"d = {d}: {sizes[k]}" for d in dims for k in KINDS}
-    base = new_figure("Best one-block loss", "slots m or GLU width h", "test loss / E[y²]")
+    base = new_figure("Best one-block loss (flat from m = p₂ on)", "slots m or GLU width h", "test loss / E[y²]")
     return slider_figure(base, {key: _saturation_panel(saturation, *key) for key in titles},
                          ["d", "vary"], [dims, KINDS], panel_titles=titles)
 

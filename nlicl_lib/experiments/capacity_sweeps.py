@@ -163,7 +163,11 @@ def saturation_sweep(input_dims: Sequence[int], context_lengths: Sequence[int], 
     $h = 1, \dots, p_2 +$ ``beyond`` ($m = 0$ or $h = 0$: linear GD on $x$). Between $1$ and
     $p_2 - 1$ each size starts from the previous size's optimum plus its best monomial (slot) or
     monomial unit, and from ``restarts`` random starts: no enumeration of subsets, which keeps
-    $d = 5$ cheap.
+    $d = 5$ cheap. For this task $\ell_m$ also has a closed form,
+    $\ell_m = \ell_0 - \sum_{i \le m} \lambda_i$ with $\lambda_i$ the eigenvalues of
+    $S_E^3 K_E^{-1}$ (Proposition 12 (prop-capacity), item 5,
+    :func:`~nlicl_lib.theory.capacity.slot_increments`), which the tests compare with these
+    searches.
 
     ``trained_sizes(p2)`` (default $1$, $\lceil p_2/2 \rceil$, $p_2$) lists the sizes trained
     in both sweeps (slots $m$ with $h = \max(m, p_2)$; widths $h$ with $m = \max(h, p_2)$); for
