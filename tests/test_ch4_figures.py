@@ -89,8 +89,11 @@ def test_sweep_values_are_ratios_to_the_reference_of_each_size(computed):
     found = ch4_studies.saturation_values(saturation)
     assert found["units_match"] == "h = d"  # d = 2 units write ||x||^2 (Proposition 12, item 1)
     assert set(found) == {"sat_min_ratio", "sat_max_ratio", "kernel_d2", "short_d2", "full_d2",
-                          "full_above_short", "units_match"}
+                          "full_above_short", "part_max_ratio", "units_match"}
     curve = saturation.curves[2]
+    assert found["part_max_ratio"] == max(
+        [curve.trained_slots[v] / curve.slot_loss[v] for v in curve.trained_slots if v < 3]
+        + [curve.trained_widths[v] / curve.width_loss[v] for v in curve.trained_widths if v < 3])
     above = curve.trained_slots[3] > curve.slot_loss[2]
     assert found["full_above_short"] == ("d = 2" if above else "none of these d")
 

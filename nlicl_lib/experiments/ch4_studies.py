@@ -75,14 +75,19 @@ def saturation_report(saturation: SaturationSweep) -> str:
 
 
 def saturation_values(saturation: SaturationSweep) -> dict[str, float | str]:
-    r"""Glued by the page: the range of trained / best ratios; per $d$ the kernel optimum, the
+    r"""Glued by the page: the range of trained / best ratios (``part_max_ratio``: the largest
+    among the blocks with fewer than $p_2$ slots or units); per $d$ the kernel optimum, the
     best block one slot short of $p_2$ and the trained full block over it;
     ``full_above_short``: the $d$ at which the trained full block ($m = h = p_2$) is above the
     best block with $p_2 - 1$ slots (``"d = 4 and d = 5"``, or ``"none of these d"``); and the
     width from which $h$ units do as well as $h$ slots (``"h = d"`` when that is $d$ for every
     $d$, Proposition 12 (prop-capacity), item 1)."""
     ratios = [r for c in saturation.curves.values() for r in c.trained_ratios()]
-    values: dict[str, float | str] = {"sat_min_ratio": min(ratios), "sat_max_ratio": max(ratios)}
+    part = [trained[v] / best[v] for c in saturation.curves.values()
+            for trained, best in [(c.trained_slots, c.slot_loss), (c.trained_widths, c.width_loss)]
+            for v in trained if v < c.p2]
+    values: dict[str, float | str] = {"sat_min_ratio": min(ratios), "sat_max_ratio": max(ratios),
+                                      "part_max_ratio": max(part, default=float("nan"))}
     for d, c in saturation.curves.items():
         values[f"kernel_d{d}"] = c.kernel
         values[f"short_d{d}"] = c.slot_loss[c.p2 - 1] / c.kernel
