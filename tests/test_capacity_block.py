@@ -7,7 +7,7 @@ import torch
 
 from nlicl_lib.core.monomials import PolyMap, monomial_count, second_moment
 from nlicl_lib.core.tasks import TaskConfig
-from nlicl_lib.experiments.capacity_sweeps import capacity_sweep, threshold_sweep
+from nlicl_lib.experiments.capacity_sweeps import capacity_sweep, saturation_sweep
 from nlicl_lib.theory.capacity import (
     ExactBlockLoss,
     best_coordinate_subset,
@@ -15,6 +15,7 @@ from nlicl_lib.theory.capacity import (
     best_glu_features,
     degree_two_bound,
     required_embedding,
+    slot_increments,
 )
 from nlicl_lib.theory.closed_forms import (
     linear_gd_optimum,
@@ -141,27 +142,27 @@ def test_trained_blocks_sit_on_or_above_their_references():
     assert sweep.slots_loss[6] <= 1.05 * sweep.kernel_optimum
 
 
-# --- the threshold at d = 3, 4, 5 (chapter 4's figure) -----------------------------------------
+# --- the saturation at d = 3, 4, 5 (chapter 4's figure) -----------------------------------------
 
-THRESHOLD_DIMS, THRESHOLD_LENGTHS = [3, 4, 5], [20, 30, 45]
+SATURATION_DIMS, SATURATION_LENGTHS = [3, 4, 5], [20, 30, 45]
 
 
 @pytest.fixture(scope="module")
-def threshold_references():
+def saturation_references():
     """The chapter's exact references (no training): about 5 s for d = 3, 4, 5."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return threshold_sweep(THRESHOLD_DIMS, THRESHOLD_LENGTHS, None)
+        return saturation_sweep(SATURATION_DIMS, SATURATION_LENGTHS, None)
     finally:
         torch.set_num_threads(threads)
 
 
-def test_threshold_sweep_structure(threshold_references):
-    sweep = threshold_references
-    assert list(sweep.curves) == THRESHOLD_DIMS
+def test_saturation_sweep_structure(saturation_references):
+    sweep = saturation_references
+    assert list(sweep.curves) == SATURATION_DIMS
     assert sweep.train_seconds == 0.0 and sweep.reference_seconds > 0
-    for d, n in zip(THRESHOLD_DIMS, THRESHOLD_LENGTHS, strict=True):
+    for d, n in zip(SATURATION_DIMS, SATURATION_LENGTHS, strict=True):
         curve = sweep.curves[d]
         p2 = monomial_count(d, 2)
         assert (curve.task.input_dim, curve.task.context_length, curve.p2) == (d, n, p2)
@@ -173,12 +174,12 @@ def test_threshold_sweep_structure(threshold_references):
         assert all(type(v) is float for v in values)  # Python floats, as the prose quotes them
 
 
-@pytest.mark.parametrize("d", THRESHOLD_DIMS)
-def test_threshold_curve_is_the_proposition(threshold_references, d):
+@pytest.mark.parametrize("d", SATURATION_DIMS)
+def test_saturation_curve_is_the_proposition(saturation_references, d):
     """Proposition 12 (prop-capacity) at d = 3, 4, 5: equal to the kernel optimum at m = p2 (to
     1e-9), strictly decreasing below, flat above; units never beat slots, and match them from
     h = d on."""
-    curve = threshold_references.curves[d]
+    curve = saturation_references.curves[d]
     p2, task = curve.p2, curve.task
     kernel = one_step_kernel_gd_optimum(task)
     assert curve.null_loss == pytest.approx(kernel.null_loss, rel=1e-12)
@@ -205,11 +206,30 @@ def test_threshold_curve_is_the_proposition(threshold_references, d):
         assert curve.slot_loss[m] <= random / curve.null_loss * (1 + 1e-9)
 
 
-def test_threshold_paths_equal_the_full_searches(threshold_references):
+@pytest.mark.parametrize("d", SATURATION_DIMS)
+def test_the_curve_falls_by_the_eigenvalues_of_item_5(saturation_references, d):
+    """Proposition 12 (prop-capacity), item 5: the L-BFGS curve l_m of every size m = 0..p2 + 2
+    equals the closed form l_0 - (sum of the m largest eigenvalues of S_E^3 K_E^{-1}), and its
+    drops are the increments: once |x|^2, d - 1 times a contrast of squares, p2 - d times the
+    same cross-term value, then zero."""
+    curve = saturation_references.curves[d]
+    closed = slot_increments(curve.task)
+    assert closed.null_loss == pytest.approx(curve.null_loss, rel=1e-14)
+    for m, found in curve.slot_loss.items():
+        assert found == pytest.approx(closed.loss(m) / closed.null_loss, rel=1e-9, abs=0)
+    drops = -np.diff([curve.slot_loss[m] for m in sorted(curve.slot_loss)]) * curve.null_loss
+    p2 = curve.p2
+    assert drops[:p2] == pytest.approx(closed.increments, rel=1e-7)
+    assert np.ptp(drops[d:p2]) <= 1e-7 * drops[d]  # the cross-term slots are worth the same
+    assert drops[p2 - 1] == pytest.approx(drops[d], rel=1e-7)  # so is the last slot below p2
+    assert np.abs(drops[p2:]).max() <= 1e-12 * curve.null_loss  # and nothing after p2
+
+
+def test_saturation_paths_equal_the_full_searches(saturation_references):
     """The warm-started paths find the optima of the default searches (enumeration start plus
     four random starts): every size at d = 3, a few at d = 4."""
     for d, slot_sizes, widths in [(3, range(1, 6), range(1, 6)), (4, (2, 5, 9), (2, 5))]:
-        curve = threshold_references.curves[d]
+        curve = saturation_references.curves[d]
         for m in slot_sizes:
             full = best_feature_subspace(curve.task, m).normalised_loss
             assert curve.slot_loss[m] == pytest.approx(full, rel=1e-9)
@@ -219,9 +239,9 @@ def test_threshold_paths_equal_the_full_searches(threshold_references):
 
 
 @pytest.mark.slow
-def test_threshold_sweep_trains_blocks_on_or_above_the_curve():
+def test_saturation_sweep_trains_blocks_on_or_above_the_curve():
     train = TrainConfig(steps=300, batch_size=500, learning_rate=0.02)
-    sweep = threshold_sweep([3], [20], train, trained_sizes=lambda p2: (1, p2))
+    sweep = saturation_sweep([3], [20], train, trained_sizes=lambda p2: (1, p2))
     curve = sweep.curves[3]
     assert list(curve.trained_slots) == [1, 6] and list(curve.trained_widths) == [1, 6]
     assert curve.trained_slots[6] == curve.trained_widths[6]  # one block, trained once
@@ -234,6 +254,29 @@ def test_threshold_sweep_trains_blocks_on_or_above_the_curve():
     assert curve.trained_ratios() == pytest.approx(
         [curve.trained_slots[1] / curve.slot_loss[1], curve.trained_slots[6] / curve.kernel,
          curve.trained_widths[1] / curve.width_loss[1], curve.trained_widths[6] / curve.kernel])
+
+
+@pytest.mark.slow
+def test_the_chapter_s_trained_blocks_at_d_3_4_5():
+    """What chapter 4 says of its trained markers, under the chapter's own settings (purpose
+    "short-sweeps", seed 0): every block is at or above its exact curve; the blocks of 1 and
+    ceil(p2/2) slots or units are within 2% of it (measured: at most 1.0144); the full blocks
+    (m = h = p2) within 7% of the kernel optimum (measured 1.0023, 1.0350, 1.0584), which is
+    why the page does not let them show the last slot (one cross-term drop: 1.033, 1.028 and
+    1.026 times the kernel optimum)."""
+    from nlicl_lib import ModelConfig, default_train_config
+
+    config = default_train_config(QUADRATIC, ModelConfig(kind="glu-lsa"), purpose="short-sweeps",
+                                  seed=0)
+    sweep = saturation_sweep(SATURATION_DIMS, SATURATION_LENGTHS, config, progress=False)
+    for curve in sweep.curves.values():
+        p2 = curve.p2
+        assert sorted(curve.trained_slots) == [1, (p2 + 1) // 2, p2]
+        for trained, best in [(curve.trained_slots, curve.slot_loss),
+                              (curve.trained_widths, curve.width_loss)]:
+            for size, value in trained.items():
+                assert value >= best[size] * (1 - 1e-9)
+                assert value <= best[size] * (1.07 if size == p2 else 1.02)
 
 
 def test_degree_two_bound():

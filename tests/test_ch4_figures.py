@@ -29,9 +29,9 @@ def computed():
     config = TrainConfig(steps=STEPS, batch_size=64, learning_rate=0.02, seed=0)
     references = ch4_analysis.one_block_references(task)
     sweep = capacity_sweeps.capacity_sweep(task, SIZES, SIZES, config, progress=False)
-    threshold = capacity_sweeps.threshold_sweep([2], [10], config, progress=False)
+    saturation = capacity_sweeps.saturation_sweep([2], [10], config, progress=False)
     torch.set_num_threads(threads)
-    return task, config, references, sweep, threshold
+    return task, config, references, sweep, saturation
 
 
 def _panels(fig) -> list[list]:
@@ -65,9 +65,10 @@ def test_references_are_the_capacity_module_s_and_ordered(computed):
 
 
 def test_the_tables_fit_78_columns_and_quote_every_size(computed):
-    _, config, references, sweep, threshold = computed
+    _, config, references, sweep, saturation = computed
     texts = [references.report(), ch4_studies.sweep_report(sweep, config, references.normaliser),
-             ch4_studies.threshold_report(threshold), ch4_analysis.embedding_table([2, 50], [2, 4])]
+             ch4_studies.saturation_report(saturation), ch4_studies.increment_report(saturation),
+             ch4_analysis.embedding_table([2, 50], [2, 4])]
     for text in texts:
         assert max(len(line) for line in text.splitlines()) <= 78
     sweep_rows = ch4_studies.sweep_report(sweep, config, references.normaliser).splitlines()[-4:]
@@ -77,18 +78,43 @@ def test_the_tables_fit_78_columns_and_quote_every_size(computed):
 
 
 def test_sweep_values_are_ratios_to_the_reference_of_each_size(computed):
-    _, _, references, sweep, threshold = computed
+    _, _, references, sweep, saturation = computed
     ratios = ch4_studies.sweep_ratios(sweep)
     assert len(ratios) == 2 * len(SIZES)
     assert ratios[0] == sweep.slots_loss[1] / sweep.subspace[1].loss
     values = ch4_studies.sweep_values(sweep, references)
     assert values["min_ratio"] == min(ratios) and values["max_ratio"] == max(ratios)
     assert values["distinct_blocks"] == 6  # (m, h) = (1..3, 3) slots, (3, 1..2) units, (4, 4)
-    assert values["threshold_ratio"] == sweep.slots_loss[3] / references.kernel
-    found = ch4_studies.threshold_values(threshold)
+    assert values["all_slots_ratio"] == sweep.slots_loss[3] / references.kernel
+    found = ch4_studies.saturation_values(saturation)
     assert found["units_match"] == "h = d"  # d = 2 units write ||x||^2 (Proposition 12, item 1)
-    assert set(found) == {"thr_min_ratio", "thr_max_ratio", "kernel_d2", "short_d2", "full_d2",
-                          "units_match"}
+    assert set(found) == {"sat_min_ratio", "sat_max_ratio", "kernel_d2", "short_d2", "full_d2",
+                          "full_above_short", "part_max_ratio", "units_match"}
+    curve = saturation.curves[2]
+    assert found["part_max_ratio"] == max(
+        [curve.trained_slots[v] / curve.slot_loss[v] for v in curve.trained_slots if v < 3]
+        + [curve.trained_widths[v] / curve.width_loss[v] for v in curve.trained_widths if v < 3])
+    above = curve.trained_slots[3] > curve.slot_loss[2]
+    assert found["full_above_short"] == ("d = 2" if above else "none of these d")
+
+
+def test_increment_values_are_the_closed_form_and_match_the_curve(computed):
+    """Proposition 12 (prop-capacity), item 5 at d = 2 (p2 = 3): one drop per kind of slot, and
+    the L-BFGS curve equals l_0 minus the sum of the largest increments."""
+    *_, saturation = computed
+    values = ch4_studies.increment_values(saturation)
+    assert set(values) == {"norm_drop_d2", "square_drop_d2", "cross_drop_d2", "increment_order",
+                           "closed_form_gap"}
+    curve = saturation.curves[2]
+    drops = -np.diff([curve.slot_loss[m] for m in range(4)])
+    assert list(drops) == pytest.approx([values["norm_drop_d2"], values["square_drop_d2"],
+                                         values["cross_drop_d2"]], rel=1e-8)
+    assert values["increment_order"] == "|x|^2 > contrasts of the squares > cross terms"
+    assert 0 <= values["closed_form_gap"] < 1e-9
+    rows = ch4_studies.increment_report(saturation).splitlines()
+    assert rows[-1].split() == ["2", "10", "3", f"{values['norm_drop_d2']:.4f}", "x", "1",
+                                f"{values['square_drop_d2']:.4f}", "x", "1",
+                                f"{values['cross_drop_d2']:.4f}", "x", "1"]
 
 
 def test_capacity_figure_draws_the_trained_blocks_on_their_references(computed):
@@ -98,7 +124,7 @@ def test_capacity_figure_draws_the_trained_blocks_on_their_references(computed):
     assert _names(slots) == ["trained block (exact test loss)",
                              "best span the block can write (reference)", "best m monomials",
                              "full one-step kernel GD (m = h = p₂)", "no slots: linear GD on x",
-                             "threshold p₂ = 3"]
+                             "saturates at m = p₂ = 3"]
     assert _names(widths) == [n for n in _names(slots) if n != "best m monomials"]
     norm = references.normaliser
     assert list(slots[0].y) == [sweep.slots_loss[m] / norm for m in SIZES]
@@ -130,14 +156,14 @@ def test_training_curves_have_one_panel_per_sweep_and_size(computed):
         ch4_figures.training_curves_figure(sweep, references, window=STEPS + 1)
 
 
-def test_threshold_figure_has_a_panel_per_dimension_and_sweep(computed):
-    *_, threshold = computed
-    fig = ch4_figures.threshold_figure(threshold)
+def test_saturation_figure_has_a_panel_per_dimension_and_sweep(computed):
+    *_, saturation = computed
+    fig = ch4_figures.saturation_figure(saturation)
     slots, widths = _panels(fig)
     assert _names(slots) == ["best block of this size (exact)", "trained block (exact loss)",
-                             "kernel optimum L*((x; φ₂))", "threshold p₂ = 3"]
+                             "kernel optimum L*((x; φ₂))", "saturates at m = p₂ = 3"]
     assert _names(widths)[:2] == ["best block of this size (exact)", "best block with h slots"]
-    curve = threshold.curves[2]
+    curve = saturation.curves[2]
     assert list(slots[0].y) == list(curve.slot_loss.values())
     assert list(widths[2].x) == list(curve.trained_widths)
     assert fig.layout.meta["nlicl_sliders"]["titles"] == ["d = 2: m slots, h = max(m, p₂)",

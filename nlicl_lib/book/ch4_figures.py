@@ -6,7 +6,7 @@ result is drawn next to the exact reference it is compared with.
   \mathcal L^*((x; V))$ (Proposition 12 (prop-capacity)), the full kernel step and linear GD;
 - :func:`training_curves_figure`: the batch loss of each block while it trains, against the
   same reference;
-- :func:`threshold_figure`: $\ell_m$ and the trained blocks for $d = 3, 4, 5$;
+- :func:`saturation_figure`: $\ell_m$ and the trained blocks for $d = 3, 4, 5$;
 - :func:`embedding_figure`: the slots $m = p_2 + \dots + p_k$, $p_j = \binom{d+j-1}{j}$, a token
   needs to hold the degree-$\le k$ kernel, against $d^k / k!$.
 
@@ -31,7 +31,7 @@ from nlicl_lib.book.plots import (
     trained_trace,
 )
 from nlicl_lib.core.errors import ConfigError, check_int
-from nlicl_lib.experiments.capacity_sweeps import CapacitySweep, ThresholdSweep
+from nlicl_lib.experiments.capacity_sweeps import CapacitySweep, SaturationSweep
 from nlicl_lib.theory.capacity import required_embedding
 from nlicl_lib.theory.ch4_analysis import OneBlockReferences
 
@@ -66,7 +66,7 @@ def _sweep_panel(sweep: CapacitySweep, references: OneBlockReferences, kind: str
         bound_trace(values, [kernel / norm] * len(values), "full one-step kernel GD (m = h = p₂)"),
         baseline_trace(values, [linear / norm] * len(values), "no slots: linear GD on x"),
         baseline_trace([p2, p2], [kernel / norm * 0.97, linear / norm * 1.01],
-                       f"threshold p₂ = {p2}", dash="longdash"),
+                       f"saturates at m = p₂ = {p2}", dash="longdash"),
     ]
     return traces
 
@@ -113,8 +113,8 @@ def training_curves_figure(sweep: CapacitySweep, references: OneBlockReferences,
     return slider_figure(base, panels, ["vary", "size"], [KINDS, sweep.slot_values])
 
 
-def _threshold_panel(threshold: ThresholdSweep, d: int, kind: str) -> list[go.Scatter]:
-    c = threshold.curves[d]
+def _saturation_panel(saturation: SaturationSweep, d: int, kind: str) -> list[go.Scatter]:
+    c = saturation.curves[d]
     best, trained = ((c.slot_loss, c.trained_slots) if kind == KINDS[0]
                      else (c.width_loss, c.trained_widths))
     ends = [min(best), max(best)]
@@ -123,7 +123,7 @@ def _threshold_panel(threshold: ThresholdSweep, d: int, kind: str) -> list[go.Sc
                             mode="markers", marker={"size": 10}),
               bound_trace(ends, [c.kernel] * 2, "kernel optimum L*((x; φ₂))"),
               baseline_trace([c.p2] * 2, [c.kernel * 0.97, c.linear * 1.01],
-                             f"threshold p₂ = {c.p2}", dash="longdash")]
+                             f"saturates at m = p₂ = {c.p2}", dash="longdash")]
     if kind == KINDS[1]:  # the slots curve, for comparison
         traces.insert(1, theory_trace(list(c.slot_loss), list(c.slot_loss.values()),
                                       "best block with h slots", color=COLORS["trained2"],
@@ -131,15 +131,16 @@ def _threshold_panel(threshold: ThresholdSweep, d: int, kind: str) -> list[go.Sc
     return traces
 
 
-def threshold_figure(threshold: ThresholdSweep) -> go.Figure:
-    r"""For each $d$ of ``threshold`` (a slider) and each sweep (slots or units): the best
-    one-block loss $\ell_m$ against the size, the trained blocks, the kernel optimum and the
-    threshold $p_2$."""
-    dims = list(threshold.curves)
+def saturation_figure(saturation: SaturationSweep) -> go.Figure:
+    r"""For each $d$ of ``saturation`` (a slider) and each sweep (slots or units): the best
+    one-block loss $\ell_m$ against the size (piecewise linear in $m$, Proposition 12
+    (prop-capacity), item 5), the trained blocks, the kernel optimum and the point $m = p_2$
+    where $\ell_m$ saturates."""
+    dims = list(saturation.curves)
     sizes = {KINDS[0]: "m slots, h = max(m, p₂)", KINDS[1]: "h units, m = max(h, p₂)"}
     titles = {(d, k): f"d = {d}: {sizes[k]}" for d in dims for k in KINDS}
-    base = new_figure("Best one-block loss", "slots m or GLU width h", "test loss / E[y²]")
-    return slider_figure(base, {key: _threshold_panel(threshold, *key) for key in titles},
+    base = new_figure("Best one-block loss (flat from m = p₂ on)", "slots m or GLU width h", "test loss / E[y²]")
+    return slider_figure(base, {key: _saturation_panel(saturation, *key) for key in titles},
                          ["d", "vary"], [dims, KINDS], panel_titles=titles)
 
 

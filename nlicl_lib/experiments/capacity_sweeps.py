@@ -1,5 +1,5 @@
 r"""Single GLU-LSA blocks trained over slots $m$ and widths $h$, next to the exact best block of
-each size (:mod:`nlicl_lib.theory.capacity`): the capacity and threshold figures of chapter 4."""
+each size (:mod:`nlicl_lib.theory.capacity`): the capacity and saturation figures of chapter 4."""
 
 from __future__ import annotations
 
@@ -93,8 +93,8 @@ def capacity_sweep(task: TaskConfig, slot_values: Iterable[int], width_values: I
 
 
 @dataclass(frozen=True)
-class ThresholdCurve:
-    r"""One input dimension $d$ of :func:`threshold_sweep`. Every loss is normalised by
+class SaturationCurve:
+    r"""One input dimension $d$ of :func:`saturation_sweep`. Every loss is normalised by
     ``null_loss`` $= \mathbb E[y^2]$.
 
     ``slot_loss[m]``: the best loss $\ell_m$ of one block with $m$ slots and width
@@ -130,22 +130,22 @@ class ThresholdCurve:
 
 
 @dataclass(frozen=True)
-class ThresholdSweep:
-    r"""``curves[d]``: a :class:`ThresholdCurve` per input dimension; the seconds spent on the
+class SaturationSweep:
+    r"""``curves[d]``: a :class:`SaturationCurve` per input dimension; the seconds spent on the
     exact references and on training (all blocks of one $d$ train as one ensemble), and the
     device they trained on."""
 
-    curves: dict[int, ThresholdCurve]
+    curves: dict[int, SaturationCurve]
     train_config: object
     reference_seconds: float
     train_seconds: float
     device: str
 
 
-def threshold_sweep(input_dims: Sequence[int], context_lengths: Sequence[int], train_config: TrainConfig,
+def saturation_sweep(input_dims: Sequence[int], context_lengths: Sequence[int], train_config: TrainConfig,
                     trained_sizes: Callable[[int], Iterable[int]] | None = None,
                     beyond: int = 2, restarts: int = 1, seed: int = 0, device: DeviceLike = "cpu",
-                    progress: bool | None = None) -> ThresholdSweep:
+                    progress: bool | None = None) -> SaturationSweep:
     r"""The best single-block loss against the number of slots $m$ and against the GLU width $h$,
     for each input dimension $d$, with trained blocks at a few sizes (Proposition 12
     (prop-capacity)).
@@ -163,7 +163,11 @@ def threshold_sweep(input_dims: Sequence[int], context_lengths: Sequence[int], t
     $h = 1, \dots, p_2 +$ ``beyond`` ($m = 0$ or $h = 0$: linear GD on $x$). Between $1$ and
     $p_2 - 1$ each size starts from the previous size's optimum plus its best monomial (slot) or
     monomial unit, and from ``restarts`` random starts: no enumeration of subsets, which keeps
-    $d = 5$ cheap.
+    $d = 5$ cheap. For this task $\ell_m$ also has a closed form,
+    $\ell_m = \ell_0 - \sum_{i \le m} \lambda_i$ with $\lambda_i$ the eigenvalues of
+    $S_E^3 K_E^{-1}$ (Proposition 12 (prop-capacity), item 5,
+    :func:`~nlicl_lib.theory.capacity.slot_increments`), which the tests compare with these
+    searches.
 
     ``trained_sizes(p2)`` (default $1$, $\lceil p_2/2 \rceil$, $p_2$) lists the sizes trained
     in both sweeps (slots $m$ with $h = \max(m, p_2)$; widths $h$ with $m = \max(h, p_2)$); for
@@ -208,10 +212,10 @@ def threshold_sweep(input_dims: Sequence[int], context_lengths: Sequence[int], t
             device_name = result.device
             trained = {shape: float(exact_model_loss(model, task) / norm)
                        for shape, model in zip(unique, result.models, strict=True)}
-        curves[d] = ThresholdCurve(
+        curves[d] = SaturationCurve(
             task, p2, {m: float(slots[m].loss / norm) for m in sorted(slots)},
             {h: float(widths[h].loss / norm) for h in sorted(widths)},
             float(kernel.loss / norm), float(linear.loss / norm), float(norm),
             {v: trained[shapes[("slots", v)]] for v in sizes},
             {v: trained[shapes[("width", v)]] for v in sizes})
-    return ThresholdSweep(curves, train_config, reference_seconds, train_seconds, device_name)
+    return SaturationSweep(curves, train_config, reference_seconds, train_seconds, device_name)

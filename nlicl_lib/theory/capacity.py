@@ -28,8 +28,12 @@ The first two are losses no trained block of that size can go below (up to the o
 the global minimum, checked against enumeration and random features in the tests); all three
 equal the one-step optimum on $(x; \phi_2)$ once $m \ge p_2$ and $h \ge p_2$.
 
-- :func:`threshold_sweep`: the best loss against $m$ and against $h$ for several input dimensions,
-  with trained blocks at a few sizes (chapter 4's figure of the threshold $m = p_2$);
+- :func:`slot_increments`: $\ell_r$ in closed form for the degree-$\le 2$ task (Proposition 12
+  (prop-capacity), item 5): every slot adds one eigenvalue of $S_E^3 K_E^{-1}$, so the curve is
+  piecewise linear in $r$ and flat from $r = p_2$ on;
+- :func:`nlicl_lib.experiments.capacity_sweeps.saturation_sweep`: the best loss against $m$ and
+  against $h$ for several input dimensions, with trained blocks at a few sizes (chapter 4's figure
+  of the saturation at $m = p_2$);
 - :func:`degree_two_bound`: the loss no single block reaches on a target of degree $\ge 3$, at
   any size (its prediction has degree $\le 2$ in the query).
 """
@@ -301,6 +305,102 @@ def degree_two_bound(task: TaskConfig) -> float:
     moments = feature_moments(task.target_features, PolyMap.monomials(task.input_dim, [1, 2]))
     gain = np.linalg.solve(moments.s_pp, moments.s_pf @ moments.s_pf.T)
     return float(moments.s_ff_trace - np.trace(gain))
+
+
+SLOT_DIRECTIONS = ("|x|^2", "contrasts of the squares", "cross terms")
+r"""The three kinds of common eigenvector of $S_E$ and $K_E$ (:func:`slot_increments`): the
+direction $\|x\|^2$ of the squares, the $d - 1$ contrasts of the squares orthogonal to it, and
+each of the $p_2 - d$ cross terms $x_j x_k$ ($j < k$)."""
+
+
+@dataclass(frozen=True)
+class SlotIncrements:
+    r"""The best loss $\ell_r$ of one block with $r$ slots, in closed form
+    (:func:`slot_increments`). All losses unnormalised; ``null_loss`` $= \mathbb E[y^2]$.
+
+    ``losses[r]`` $= \ell_r$ for $r = 0, \dots, p_2$ (``(p_2 + 1,)``); ``increments``
+    $\lambda_1 \ge \dots \ge \lambda_{p_2}$, the eigenvalues of $S_E^3 K_E^{-1}$
+    (``(p_2,)``, $\ell_{r-1} - \ell_r = \lambda_r$); ``groups``: for each kind of direction in
+    :data:`SLOT_DIRECTIONS` that exists at this $d$, ``(increment, multiplicity, s, kappa)``, with
+    $s = v^\top S_E v$ and $\kappa = v^\top K_E v$ on a unit direction $v$ of that kind, so
+    that the increment is $s^3 / \kappa$; ``order``: the kinds by decreasing increment (the
+    order in which the best spans add them); ``s_even``, ``k_even``: $S_E$ and $K_E$
+    (``(p_2, p_2)``, over the degree-2 monomials in :func:`~nlicl_lib.core.monomials.monomial_exponents`
+    order).
+    """
+
+    task: TaskConfig
+    p2: int
+    null_loss: float
+    losses: np.ndarray
+    increments: np.ndarray
+    groups: dict[str, tuple[float, int, float, float]]
+    order: tuple[str, ...]
+    s_even: np.ndarray
+    k_even: np.ndarray
+
+    def loss(self, slots: int) -> float:
+        r"""$\ell_r$ for ``slots`` $= r \ge 0$ ($\ell_r = \ell_{p_2}$ for $r \ge p_2$)."""
+        r = check_int("slots", slots, minimum=0)
+        return float(self.losses[min(r, self.p2)])
+
+
+def slot_increments(task: TaskConfig) -> SlotIncrements:
+    r"""$\ell_r$ of Proposition 12 (prop-capacity) in closed form, $r = 0, \dots, p_2$, for the
+    degree-$\le 2$ task $y = \beta^\top\phi(x)$, $\phi = (x;\ \phi_2)$, $\beta \sim
+    \mathcal N(0, I)$, $x \sim \mathcal N(0, I_d)$ (item 5, "Equal increments").
+
+    With $S = \mathbb E[\phi\phi^\top]$ and $K = \frac{n-1}{n} S^2 + \frac1n
+    \mathbb E[\|\phi\|^2\phi\phi^\top] + \frac{\sigma^2}{n} S$ (the $B$ of Corollary 10
+    (cor-same-span); for $\psi = A\phi$, Theorem 9's $B$ is $A K A^\top$), both block diagonal
+    between $x$ and $E = \phi_2$, and $S_E$, $K_E$ commuting,
+
+    $$\ell_r = \ell_0 - \sum_{i \le r} \lambda_i, \qquad
+    \ell_0 = \operatorname{tr} S - \operatorname{tr}\big(S_x^3 K_x^{-1}\big),$$
+
+    $\lambda_1 \ge \dots \ge \lambda_{p_2}$ the eigenvalues of $S_E^3 K_E^{-1}$. They take
+    three values, $(d+2)^3/\kappa_1$ on $\|x\|^2$ (once), $8/\kappa_2$ on the contrasts of the
+    squares ($d - 1$ times) and $1/\kappa_c$ on the cross terms ($p_2 - d$ times), $\kappa$ the
+    eigenvalues of $K_E$ there; for a cross term
+    $\kappa_c = \frac{n-1}{n} + \frac1n \mathbb E[\|\phi\|^2 x_1^2 x_2^2] + \frac{\sigma^2}{n}$.
+    Exact moments (Lemma 3 (lem-gaussian-moments)), float64."""
+    if not isinstance(task, TaskConfig):
+        raise ConfigError("task", type(task).__name__, "a TaskConfig")
+    if task.kind != "poly" or task.degree != 2 or task.homogeneous:
+        raise ConfigError("task", task.describe(), "the degree-<=2 task: kind='poly', degree=2, "
+                          "homogeneous=False (every monomial of degree 1 and 2)")
+    check_capacity_task(task)
+    d, n = task.input_dim, task.context_length
+    phi = task.target_features  # (x; phi_2), degree 1 then 2
+    moments = feature_moments(phi, phi).at(n, task.noise_std)  # T = S, B = K for psi = phi
+    s, k = moments.s_pp, moments.b
+    odd = phi.exponents.sum(axis=1) == 1
+    s_x, k_x = s[np.ix_(odd, odd)], k[np.ix_(odd, odd)]
+    s_e, k_e = s[np.ix_(~odd, ~odd)], k[np.ix_(~odd, ~odd)]
+    linear = float(np.trace(s) - np.trace(s_x @ s_x @ s_x @ np.linalg.inv(k_x)))
+    # S_E and K_E commute, so S_E^3 K_E^{-1} has the eigenvalues of the symmetric
+    # S_E^{3/2} K_E^{-1} S_E^{3/2} = R_E R_E^T
+    values, vectors = np.linalg.eigh(s_e)
+    root = vectors * values**1.5 @ vectors.T
+    increments = np.sort(np.linalg.eigvalsh(root @ np.linalg.solve(k_e, root)))[::-1]
+    losses = linear - np.concatenate([[0.0], np.cumsum(increments)])
+    exps = phi.exponents[~odd]
+    square = exps.max(axis=1) == 2
+    p2 = int(exps.shape[0])
+    directions = {SLOT_DIRECTIONS[0]: (square / np.sqrt(d), 1)}
+    if d > 1:
+        first, second = np.flatnonzero(square)[:2]
+        contrast = np.zeros(p2)
+        contrast[[first, second]] = [1 / np.sqrt(2), -1 / np.sqrt(2)]
+        directions[SLOT_DIRECTIONS[1]] = (contrast, d - 1)
+        directions[SLOT_DIRECTIONS[2]] = (np.eye(p2)[np.flatnonzero(~square)[0]], p2 - d)
+    groups = {}
+    for name, (v, count) in directions.items():
+        s_v, k_v = float(v @ s_e @ v), float(v @ k_e @ v)
+        groups[name] = (s_v**3 / k_v, count, s_v, k_v)
+    order = tuple(sorted(groups, key=lambda name: -groups[name][0]))
+    return SlotIncrements(task, p2, float(np.trace(s)), losses, increments, groups, order,
+                          s_e, k_e)
 
 
 @dataclass(frozen=True)
