@@ -23,7 +23,6 @@ from nlicl_lib.theory.values import (
     EXACT_OPTIMUM,
     LOWER_BOUND,
     MONTE_CARLO_REFERENCE,
-    OPTIMISED_EXACT,
     theory_values,
 )
 
@@ -84,7 +83,7 @@ def test_each_reference_says_what_kind_it_is(monkeypatch):
         kinds[name] = LOWER_BOUND if settings["reference"] == "bound" else values.theory_kind
     assert kinds["ch1-lsa-linear"] == kinds["ch3-glu-lsa-quadratic"] == EXACT_OPTIMUM
     assert kinds["ch2-lsa1-quadratic"] == kinds["ch2-lsa3-quadratic"] == LOWER_BOUND
-    assert kinds["ch4-glu-lsa-m3"] == OPTIMISED_EXACT
+    assert kinds["ch4-glu-lsa-m3"] == EXACT_OPTIMUM  # m = h = 3 meets l_3 (prop-capacity)
     assert kinds["ch5-depth3-m3"] == kinds["ch5-cubic-depth2"] == MONTE_CARLO_REFERENCE
     rows = [Row(name, EXPERIMENTS[name].chapter, 0.5, 0.01, 0.6, "r", 1.0, "cpu", kind)
             for name, kind in kinds.items()]

@@ -13,10 +13,17 @@ from nlicl_lib.core.models import ModelConfig, build_model
 from nlicl_lib.core.monomials import PolyMap, monomial_count
 from nlicl_lib.core.tasks import TaskConfig
 from nlicl_lib.theory import closed_forms
-from nlicl_lib.theory.capacity import best_block
+from nlicl_lib.theory.capacity import best_block, slot_increments
 from nlicl_lib.theory.constructions import gd_lsa, kernel_glu_lsa
 from nlicl_lib.theory.depth import bcd_reference_loss
-from nlicl_lib.theory.values import exact_model_loss, slot_feature_degree, theory_values
+from nlicl_lib.theory.values import (
+    EXACT_OPTIMUM,
+    OPTIMISED_EXACT,
+    exact_model_loss,
+    meets_capacity_bound,
+    slot_feature_degree,
+    theory_values,
+)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -247,3 +254,18 @@ def test_two_block_degree_is_that_of_the_stack_features():
     assert slot_feature_degree(model) == 4
     assert np.abs(powers[4]).max() < 1e-9 * size  # no t^5
     assert np.abs(powers[3]).max() > 1e-3 * size  # a t^4 part
+
+
+def test_a_block_is_called_optimal_only_where_it_meets_the_proven_bound():
+    # l_min(m, h) (prop-capacity, items 1 and 5) is a lower bound for every block of that size;
+    # three units write the three squares, the best 3-dim span, so m = h = 3 reaches it; one unit
+    # cannot write |x|^2, the best single slot, so m = h = 1 stays above it
+    task = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2)
+    reached = theory_values(task, ModelConfig(kind="glu-lsa", feature_slots=3, glu_width=3))
+    assert reached.theory_kind == EXACT_OPTIMUM
+    assert reached.theory_loss == pytest.approx(slot_increments(task).loss(3), rel=1e-9)
+    short = theory_values(task, ModelConfig(kind="glu-lsa", feature_slots=1, glu_width=1))
+    assert short.theory_kind == OPTIMISED_EXACT
+    assert short.theory_loss > slot_increments(task).loss(1) * (1 + 1e-6)
+    assert not meets_capacity_bound(TaskConfig(kind="poly", input_dim=3, context_length=20,
+                                               degree=3), ModelConfig(kind="glu-lsa"), 1.0)

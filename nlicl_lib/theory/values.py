@@ -13,7 +13,7 @@ from nlicl_lib.core.models import InContextRegressor, ModelConfig
 from nlicl_lib.core.monomials import PolyMap, monomial_count
 from nlicl_lib.core.tasks import TaskConfig
 from nlicl_lib.theory import closed_forms
-from nlicl_lib.theory.capacity import best_block
+from nlicl_lib.theory.capacity import best_block, slot_increments
 from nlicl_lib.theory.constructions import block_features, block_gamma
 from nlicl_lib.theory.depth import bcd_reference_loss
 
@@ -54,7 +54,9 @@ def theory_values(task: TaskConfig, config: ModelConfig) -> TheoryValues:
       the best preconditioned GD step on $\\psi = (x; \\phi_2)$ (Theorem 9 (thm-feature-optimum)).
     - GLU-LSA, one such block with fewer slots or units ($m < p_2$ or $h < p_2$): the exact loss
       of the best feature span it can write (Proposition 12 (prop-capacity),
-      :func:`nlicl_lib.theory.capacity.best_block`).
+      :func:`nlicl_lib.theory.capacity.best_block`), an exact optimum where it meets the proven
+      lower bound $\\ell_{\\min(m, h)}$ (:func:`meets_capacity_bound`), else the best a numerical
+      search found.
     - GLU-LSA of depth $L > 1$ (structured: bilinear GLUs writing the slots, sparse attention) on
       a noise-free polynomial task of degree $\\le 3$: the greedy block-coordinate reference of
       Proposition 15 (prop-greedy-reference) over monomial blocks of $m$, each $\\Gamma_\\ell$
@@ -86,7 +88,7 @@ def theory_values(task: TaskConfig, config: ModelConfig) -> TheoryValues:
         loss, name = optimum.loss, (f"best block with m={config.feature_slots} slots, width "
                                     f"h={config.glu_width} ({ref('prop-capacity')}: exact loss, "
                                     "optimised span)")
-        kind = OPTIMISED_EXACT
+        kind = (EXACT_OPTIMUM if meets_capacity_bound(task, config, loss) else OPTIMISED_EXACT)
     if (structured and config.depth > 1 and config.glu_reads != "all" and task.kind == "poly"
             and task.degree <= 3 and task.noise_std == 0):
         loss, _ = bcd_reference_loss(task, config.feature_slots, config.depth,
@@ -96,6 +98,19 @@ def theory_values(task: TaskConfig, config: ModelConfig) -> TheoryValues:
                 "best given the earlier ones (Monte Carlo over contexts)")
         kind = MONTE_CARLO_REFERENCE
     return TheoryValues(null, loss, name, bound, kind)
+
+
+def meets_capacity_bound(task: TaskConfig, config: ModelConfig, loss: float,
+                         rel: float = 1e-9) -> bool:
+    r"""Whether a block's optimised loss equals the proven lower bound $\ell_{\min(m, h)}$ of
+    Proposition 12 (prop-capacity, items 1 and 5), which makes it the exact optimum: no block of
+    this size does better than $\ell_{\min(m, h)}$, and this one reaches it. Only for the
+    degree-$\le 2$ task with isotropic inputs, where item 5 gives $\ell_r$ in closed form."""
+    if not (task.kind == "poly" and task.degree == 2 and not task.homogeneous
+            and task.covariance is None):
+        return False
+    bound = slot_increments(task).loss(min(config.feature_slots, config.glu_width))
+    return abs(loss - bound) <= rel * bound
 
 
 #: Largest degree of a GD-form stack's slot features for which the test loss integrates the
