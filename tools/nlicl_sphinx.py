@@ -25,6 +25,12 @@ carry plotly.js (see its docstring). This extension
   jupyter-book always loads the extension, which then adds its configuration script once per
   reading pass, so a page can declare ``const THEBE_JS_URL`` twice and throw a SyntaxError.
 
+* replaces the theme's icon script (``_static/scripts/fontawesome.js``, 1.49 MB, loaded by every
+  page to turn ``<i class="fa-solid fa-bars">`` into SVG at run time) by the SVG of the few
+  icons the pages use, written into the HTML when the build finishes (:func:`inline_icons`;
+  ``nlicl.css`` sizes them as the script did). An icon the pages create at run time would still
+  show, from the theme's icon font.
+
 It is loaded from ``_config.yml`` (``sphinx.local_extensions``).
 """
 
@@ -236,10 +242,72 @@ def drop_thebe(app: Any, pagename: str, templatename: str, context: dict, doctre
             context[key] = [asset for asset in context[key] if not _is_thebe_asset(asset)]
 
 
+ICON_SCRIPT = "_static/scripts/fontawesome.js"
+_ICON_SCRIPT_TAG = re.compile(r'[ \t]*<script[^>]*src="[^"]*scripts/fontawesome\.js[^"]*"[^>]*></script>\n?')
+_ICON_TAG = re.compile(r'<i class="([^"]*\bfa-[^"]*)"([^>]*)></i>')
+_ICON_PACKS = {"fab": "brands", "far": "regular", "fas": "solid"}
+_PACK_CLASSES = {"fab": "brands", "fa-brands": "brands", "far": "regular", "fa-regular": "regular",
+                 "fas": "solid", "fa-solid": "solid"}
+_NOT_ICONS = {"fa-solid", "fa-regular", "fa-brands", "fa-lg", "fa-xs", "fa-sm", "fa-fw", "fa-2x",
+              "fa-3x", "fa-spin", "fa-pulse", "fa-border"}
+_ICON_ENTRY = re.compile(r'(?:[{,])("?)([a-z0-9-]+)\1:\[(\d+),(\d+),\[[^\]]*\],"[0-9a-f]+","([^"]+)"\]')
+
+
+def icon_paths(script: str) -> dict[str, dict[str, tuple[int, int, str]]]:
+    """``{pack: {name: (width, height, path)}}`` from the theme's fontawesome.js: each pack is an
+    object literal ``var p={name:[w,h,[aliases],"unicode","path"],...}`` registered by
+    ``d("fab",p)`` (brands), ``d("far",p)`` (regular) or ``d("fas",p)`` (solid)."""
+    packs: dict[str, dict[str, tuple[int, int, str]]] = {}
+    for register in re.finditer(r'd\("(fab|far|fas)",p\)', script):
+        start = script.rfind("var p={", 0, register.start())
+        body = script[start + len("var p="): register.start()]
+        packs[_ICON_PACKS[register.group(1)]] = {
+            m.group(2): (int(m.group(3)), int(m.group(4)), m.group(5))
+            for m in _ICON_ENTRY.finditer(body)}
+    return packs
+
+
+def inline_icon_tags(html: str, packs: dict[str, dict[str, tuple[int, int, str]]]) -> str:
+    """``html`` with every ``<i class="fa-... fa-NAME">`` whose icon is in ``packs`` written as its
+    SVG (classes and attributes kept) and the icon script's ``<script>`` tag removed."""
+    def svg(match: re.Match) -> str:
+        classes, attributes = match.group(1).split(), match.group(2)
+        pack = next((_PACK_CLASSES[c] for c in classes if c in _PACK_CLASSES), "solid")
+        names = [c[3:] for c in classes if c.startswith("fa-") and c not in _NOT_ICONS]
+        icon = next((packs.get(pack, {}).get(name) for name in names
+                     if name in packs.get(pack, {})), None)
+        if icon is None:
+            return match.group(0)  # left to the icon font
+        width, height, path = icon
+        hidden = "" if "aria-hidden" in attributes else ' aria-hidden="true"'
+        return (f'<svg class="{" ".join(classes)} svg-inline--fa"{attributes}{hidden} '
+                f'focusable="false" role="img" xmlns="http://www.w3.org/2000/svg" '
+                f'viewBox="0 0 {width} {height}"><path fill="currentColor" d="{path}"></path></svg>')
+    return _ICON_SCRIPT_TAG.sub("", _ICON_TAG.sub(svg, html))
+
+
+def inline_icons(app: Any, exception: Exception | None) -> None:
+    """After an HTML build: every page's icons as inline SVG, without the icon script."""
+    if exception is not None or app.builder.format != "html":
+        return
+    script = Path(app.outdir) / ICON_SCRIPT
+    if not script.exists():
+        return
+    packs = icon_paths(script.read_text(encoding="utf-8"))
+    if not packs.get("solid"):
+        raise ExtensionError(f"nlicl: no icons found in {script}: the theme's icon script changed")
+    for page in Path(app.outdir).rglob("*.html"):
+        html = page.read_text(encoding="utf-8")
+        inlined = inline_icon_tags(html, packs)
+        if inlined != html:
+            page.write_text(inlined, encoding="utf-8")
+
+
 def setup(app: Any) -> dict[str, Any]:
     app.connect("builder-inited", prepare_static)
     app.connect("env-get-outdated", reread_when_static_changed)
     app.connect("html-page-context", add_plotly_js)
     app.connect("html-page-context", drop_thebe, priority=900)
     app.connect("html-page-context", refuse_widget_state, priority=950)
+    app.connect("build-finished", inline_icons)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}

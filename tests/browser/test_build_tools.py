@@ -19,6 +19,7 @@ from types import SimpleNamespace
 
 import nbformat
 import plotly.graph_objects as go
+import pydata_sphinx_theme
 import pytest
 from plotly.subplots import make_subplots
 from sphinx.errors import ExtensionError
@@ -254,3 +255,34 @@ def test_a_page_with_saved_widget_state_fails_the_build(tmp_path: Path) -> None:
     result = build_site(tmp_path, notebook)
     assert result.returncode != 0
     assert "page index holds ipywidgets state" in result.stderr
+
+
+# --- icons: the theme's icon script replaced by inline SVG -------------------------------------
+
+def _theme_icon_script() -> str:
+    path = (Path(pydata_sphinx_theme.__file__).parent / "theme" / "pydata_sphinx_theme" / "static"
+            / "scripts" / "fontawesome.js")
+    return path.read_text(encoding="utf-8")
+
+
+def test_icon_paths_come_from_each_pack_of_the_theme_script() -> None:
+    packs = nlicl_sphinx.icon_paths(_theme_icon_script())
+    assert set(packs) == {"solid", "regular", "brands"}
+    assert packs["solid"]["bars"][:2] == (448, 512)
+    assert packs["brands"]["github"][:2] == (496, 512)
+    assert "github" not in packs["solid"]  # each icon from its own pack
+    assert packs["solid"]["moon"][2] != packs["regular"]["moon"][2]
+
+
+def test_pages_get_svg_icons_and_lose_the_icon_script() -> None:
+    packs = nlicl_sphinx.icon_paths(_theme_icon_script())
+    page = ('<head>\n    <script defer src="../_static/scripts/fontawesome.js?digest=abc"></script>\n'
+            '</head><body><i class="fa-solid fa-bars"></i>'
+            '<i class="theme-switch fa-solid fa-sun  fa-lg" data-mode="light" aria-hidden="true"></i>'
+            '<i class="fab fa-github"></i><i class="fa-solid fa-no-such-icon"></i></body>')
+    out = nlicl_sphinx.inline_icon_tags(page, packs)
+    assert "fontawesome.js" not in out
+    assert out.count("<svg ") == 3 and out.count('aria-hidden="true"') == 3
+    assert 'data-mode="light"' in out and 'viewBox="0 0 496 512"' in out
+    assert '<i class="fa-solid fa-no-such-icon"></i>' in out  # left to the icon font
+    assert nlicl_sphinx.inline_icon_tags(out, packs) == out  # idempotent
