@@ -3,6 +3,7 @@
 #
 #   make book          set up .venv, execute (cached) and build the HTML: _build/html/index.html
 #   make test          set up .venv, run the unit tests (not the browser test)
+#   make pdf           print the built site into one PDF, _build/html/nlicl-book.pdf (after `make book`)
 #   make browser-test  open every built page in headless chromium (needs `make book` first)
 #   make notebook-test the downloaded notebooks and the Colab copies, read and run as their readers would (after `make book`)
 #   make live-test     every chapter in a venv built from binder/ alone, as Binder builds it
@@ -23,7 +24,7 @@ SETUP_STAMP := $(STAMPS)/setup
 CHROMIUM := /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: help setup book test browser-test notebook-test live-test binder-lock chromium reproduce lint clean
+.PHONY: help setup book pdf test browser-test notebook-test live-test binder-lock chromium reproduce lint clean
 
 help:
 	@sed -n 's/^#   //p' Makefile
@@ -51,6 +52,12 @@ $(MYST_RENDER_DEPS): $(MYST_RENDER)/package.json $(MYST_RENDER)/package-lock.jso
 # NLICL_BOOK_BUILD=1 makes nlicl_lib.book.display.show write figures for the static site.
 book: setup
 	NLICL_BOOK_BUILD=1 $(BIN)/python tools/build_book.py
+
+# The whole book as one PDF, printed from the built site by Chromium (the site links to it),
+# then checked: every page of the table of contents, every figure.
+pdf: setup chromium
+	$(BIN)/python tools/make_pdf.py
+	$(BIN)/python -m pytest -m built -q tests/test_pdf.py
 
 # --- tests -------------------------------------------------------------------------------
 test: setup $(MYST_RENDER_DEPS)

@@ -282,6 +282,58 @@ def reader_text(page_html: str) -> str:
     return " ".join(" ".join(parser.parts).split())
 
 
+class _ProseText(_ReaderText):
+    """The article's prose only: no cell output, heading or link text (a term in a heading or
+    inside another link cannot carry the glossary link)."""
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "article" and "bd-article" in (dict(attrs).get("class") or ""):
+            self._in_main = True
+            self._stack.clear()
+        super().handle_starttag(tag, attrs)
+        classes = set((dict(attrs).get("class") or "").split())
+        if self._in_main and self._stack and self._stack[-1][0] == tag and (
+                "cell_output" in classes or tag in {"h1", "h2", "h3", "h4", "a", "figcaption"}):
+            self._stack[-1] = (tag, True, self._stack[-1][2])
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "article":
+            self._in_main = False
+            self._stack.clear()
+            return
+        super().handle_endtag(tag)
+
+
+def glossary_entries() -> list[tuple[list[str], set[str]]]:
+    """Each glossary entry's terms and their anchors (``term-...``), from the built glossary."""
+    html = (HTML_DIR / "book" / "glossary.html").read_text(encoding="utf-8")
+    entries = []
+    for block in re.findall(r"<dt[^>]*>.*?</dt>(?:\s*<dt[^>]*>.*?</dt>)*", html, re.S):
+        ids = re.findall(r'<dt id="(term-[^"]+)"', block)
+        terms = [re.sub(r"<[^>]+>|¶", "", t).strip()
+                 for t in re.findall(r"<dt[^>]*>(.*?)</dt>", block, re.S)]
+        entries.append(([t for t in terms if t], set(ids)))
+    return entries
+
+
+def test_every_glossary_term_a_chapter_uses_links_to_the_glossary(built: None) -> None:
+    entries = glossary_entries()
+    assert len(entries) >= 15, entries
+    missing = {}
+    for page in [p for p in PAGES if is_chapter(p) or p == "book/intro.html"]:
+        html = (HTML_DIR / page).read_text(encoding="utf-8")
+        parser = _ProseText()
+        parser.feed(html)
+        prose = " ".join(" ".join(parser.parts).split())
+        for terms, ids in entries:
+            used = [t for t in terms if re.search(
+                rf"\b{re.escape(t)}(s)?\b", prose, 0 if t.isupper() else re.I)]
+            linked = any(f'glossary.html#{anchor}"' in html for anchor in ids)
+            if used and not linked:
+                missing.setdefault(page, []).append(used[0])
+    assert not missing, f"glossary terms used without a link to the glossary: {missing}"
+
+
 def test_no_raw_tex_in_the_text(built: None) -> None:
     """TeX outside MathJax: a formula Markdown broke (a line starting with "+ " inside $...$
     becomes a list item), or TeX a cell printed ("$P_\\ell$" in a print call)."""
