@@ -281,8 +281,9 @@ def summary(data: dict) -> dict[str, float | str]:
     r"""The numbers chapter 5 quotes, keyed ``free_...`` (losses over $\mathbb E[y^2]$): for the
     deepest free stack its loss and standard error, the GD-form stack's and the reference's on
     the same prompts and how it compares with each, the smallest and largest $A_\ell$ of its
-    blocks, the smallest $A_\ell$ of the GD-form stacks, the $R^2$ values; and the run's rates,
-    time and depths."""
+    blocks, the smallest $A_\ell$ of the GD-form stacks, the $R^2$ values; at how many depths the
+    free stack is above the GD-form stack by more than two standard errors; and the run's
+    rates, time and depths."""
     null, rows = data["null_loss"], data["rows"]
     deepest = rows[str(max(data["depths"]))]
     loss, error = deepest["loss"] / null, deepest["std_error"] / null
@@ -303,4 +304,8 @@ def summary(data: dict) -> dict[str, float | str]:
         "free_rate": data["training"]["learning_rate"],
         "free_gd_rate": data["gd_form_training"]["learning_rate"],
         "free_seconds": data["seconds"], "free_worst": max(r["worst"] for r in rows.values()),
+        "free_depth_count": len(rows),
+        "free_above_gd_count": sum(_compare(r["loss"], r["std_error"], r["gd_form_loss"],
+                                            r["gd_form_std_error"]) == "above"
+                                   for r in rows.values()),
     }
