@@ -50,6 +50,9 @@ PURPOSES: dict[str, dict[str, int | float]] = {
     "cli-deep-stacks": {"steps": 400, "batch_size": 400},
     # chapter 5's cubic stacks (GLUs reading x and the slots)
     "cubic-stacks": {"steps": 800, "batch_size": 500, "learning_rate": 0.02},
+    # chapter 5's free stacks (full P, Q; GLUs reading and writing the whole token): half the
+    # narrow stacks' eta; at 0.02 depth 3 ended at a higher batch loss (measured once, seed 0)
+    "free-stacks": {"learning_rate": 0.01},
 }
 """Named departures from :data:`BASE`, each for a reason stated beside it."""
 

@@ -1,0 +1,37 @@
+"""Write chapter 5's free stacks (nlicl_lib/experiments/data/free_stack.json): GLU-LSA stacks
+with full attention and GLUs reading and writing the whole token, trained on the depth study's
+task, against the greedy reference and the GD-form stacks of the same shape
+(nlicl_lib.experiments.free_stack). About 5 minutes on one CPU core.
+
+    python tools/make_free_stack.py
+    python tools/make_free_stack.py --depths 1 --steps 100 --out /tmp/free.json   # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import torch
+
+from nlicl_lib.experiments.free_stack import DATA_FILE, DEPTHS, run_free_stacks
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--depths", nargs="+", type=int, default=list(DEPTHS))
+    parser.add_argument("--steps", type=int, default=None, help="fewer training steps")
+    parser.add_argument("--out", type=Path, default=DATA_FILE)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default: 1)")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    result = run_free_stacks(tuple(args.depths), progress=False, steps=args.steps)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"wrote {args.out} ({result['seconds']:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
