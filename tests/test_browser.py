@@ -1092,6 +1092,12 @@ class TestPhone:
             f"{p['column']}" + (" (its scroll box shows no cue)" if p["scrolls"] else "")
             for p in problems])
 
+    def test_tables_fit_or_scroll(self, phone: OpenPage) -> None:
+        problems = phone.js(TABLES_FIT_JS)
+        _fail_all(phone.name, "tables wider than the column at 390 px", [
+            f"table {p['text']!r} ends at x = {p['right']} in a column ending at {p['column']}"
+            for p in problems])
+
     def test_no_toolbar_over_a_figure_title(self, phone: OpenPage) -> None:
         problems = []
         for figure in phone.figures():
@@ -1124,6 +1130,25 @@ MATH_FITS_JS = """() => {
       problems.push({kind: formula.getAttribute('display') === 'true' ? 'display' : 'inline',
                      text: (formula.textContent || '').slice(0, 30), right: Math.round(box.right),
                      column: Math.round(edge - 1), scrolls: Boolean(fits)});
+    }
+  }
+  return problems;
+}"""
+
+TABLES_FIT_JS = """() => {
+  const column = document.querySelector('article.bd-article') || document.querySelector('main');
+  const edge = column.getBoundingClientRect().right + 1;
+  const problems = [];
+  for (const table of column.querySelectorAll('table')) {
+    const box = table.getBoundingClientRect();
+    if (box.width === 0 || box.right <= edge) continue;
+    let scroller = null;
+    for (let a = table.parentElement; a && a !== column; a = a.parentElement) {
+      if (['auto', 'scroll'].includes(getComputedStyle(a).overflowX)) { scroller = a; break; }
+    }
+    if (!(scroller && scroller.getBoundingClientRect().right <= edge)) {
+      problems.push({text: (table.textContent || '').trim().slice(0, 40), right: Math.round(box.right),
+                     column: Math.round(edge - 1)});
     }
   }
   return problems;

@@ -134,10 +134,12 @@ def test_depth_figure_and_table_set_trained_stacks_against_tuned_gd(computed):
     assert panels[1][1].y == tuple(tuned[0.5, L].loss / normaliser for L in DEPTHS)
     assert panels[1][0].y == tuple(sweep.trained[0.5, L].mean / normaliser for L in DEPTHS)
     assert fig.layout.xaxis.title.text == "layers L" and fig.layout.yaxis.title.text == "test loss / E[y²]"
-    table = ch1_figures.depth_table(DEPTHS, NOISE, sweep.trained, tuned, sweep.bayes, D, N).splitlines()
-    assert len(table) == 1 + len(sweep.runs) and max(map(len, table)) <= 78
+    table = ch1_figures.depth_table(DEPTHS, NOISE, sweep.trained, tuned, sweep.bayes, D, N)
+    assert len(table.rows) == len(sweep.runs) and max(map(len, table.splitlines())) <= 78
     exact = closed_forms.linear_gd_optimum_isotropic(D, N, 0.5)[1]
-    assert f"{exact:.4f}" in table[3] and table[1].endswith("0 (exact)")
+    assert table.rows[2][3] == f"{exact:.4f}" and table.rows[0][-1] == "0 (exact)"
+    html = table._repr_html_()  # a real table in the book, one row per run
+    assert html.count("<tr>") == 1 + len(sweep.runs) and 'class="nlicl-table"' in html
     with pytest.raises(ConfigError, match="bayes"):
         ch1_figures.depth_figure(DEPTHS, NOISE, sweep.trained, tuned, {}, normaliser)
     with pytest.raises(ConfigError, match="trained, tuned"):

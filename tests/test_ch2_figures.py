@@ -148,8 +148,9 @@ def test_prose_values_and_tables(computed):
     assert (values["quad_energy"], values["lin_energy"], values["noise_ratio"]) == (7.0, 2.0, 3.5)
     with pytest.raises(ConfigError, match="depths"):
         ch2_figures.prose_values(sweep.trained, TASKS, FORMS, [1], refs)
-    table = ch2_figures.results_table(sweep.trained).splitlines()
-    assert len(table) == 1 + len(sweep.trained)
+    table = ch2_figures.results_table(sweep.trained)
+    assert len(table.rows) == len(sweep.trained)
+    assert table._repr_html_().count("<tr>") == 1 + len(sweep.trained)
     mixed_runs = {(f, L): sweep.trained[f, "linear + quadratic", L].test for f in FORMS for L in DEPTHS}
     lines = ch2_figures.finite_context_table(MIXED, ch2_analysis.one_step_curve(MIXED, [N, 100]),
                                              [N, 100], refs, mixed_runs).splitlines()

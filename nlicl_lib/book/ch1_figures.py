@@ -22,6 +22,7 @@ from nlicl_lib.book import plots
 from nlicl_lib.core.book_refs import ref
 from nlicl_lib.core.errors import ConfigError, check_int
 from nlicl_lib.core.models import LSA
+from nlicl_lib.core.tables import ResultTable
 from nlicl_lib.core.tasks import TaskConfig
 from nlicl_lib.experiments.ch1_studies import OneLayerRun
 from nlicl_lib.theory.ch1_analysis import ConstructionCheck, TrainedStep
@@ -136,21 +137,22 @@ def pm(mean: float, error: float) -> str:
 def depth_table(depths: Sequence[int], noise_levels: Sequence[float],
                 trained: Mapping[tuple[float, int], LossEstimate],
                 tuned: Mapping[tuple[float, int], TunedGD], bayes: Mapping[float, LossEstimate],
-                input_dim: int, context_length: int) -> str:
+                input_dim: int, context_length: int) -> ResultTable:
     r"""One row per $(\sigma, L)$: the trained loss, the tuned-GD loss (both $\pm$ one standard
     error), the exact optimum $\frac{d(d+1+\sigma^2)}{n+d+1+\sigma^2}$ at $L = 1$ and the Bayes loss
-    (exactly 0 without noise). Unnormalised losses."""
+    (exactly 0 without noise). Unnormalised losses. A table (HTML in the book, text printed)."""
     _check_grid(depths, noise_levels, trained, tuned, bayes)
-    lines = ["σ    L  trained LSA          tuned L-step GD  exact (L=1)  Bayes (ridge)"]
+    rows = []
     for sigma in noise_levels:
         for depth in depths:
             ours, steps_ref = trained[sigma, depth], tuned[sigma, depth]
             exact = (f"{linear_gd_optimum_isotropic(input_dim, context_length, sigma)[1]:.4f}"
                      if depth == 1 else "")
             floor = pm(bayes[sigma].mean, bayes[sigma].std_error) if sigma > 0 else "0 (exact)"
-            lines.append(f"{sigma:.1f}  {depth}  {pm(ours.mean, ours.std_error):19s}  "
-                         f"{pm(steps_ref.loss, steps_ref.std_error):15s}  {exact:11s}  {floor}")
-    return "\n".join(lines)
+            rows.append((f"σ = {sigma:.1f}, L = {depth}", pm(ours.mean, ours.std_error),
+                         pm(steps_ref.loss, steps_ref.std_error), exact, floor))
+    return ResultTable(("σ, L", "trained LSA", "tuned L-step GD", "exact (L=1)", "Bayes (ridge)"),
+                       tuple(rows), caption="Test loss of the trained LSA stacks and their references")
 
 
 def construction_report(check: ConstructionCheck) -> str:

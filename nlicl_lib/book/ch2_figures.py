@@ -20,6 +20,7 @@ import plotly.graph_objects as go
 from nlicl_lib.book import plots
 from nlicl_lib.core.book_refs import ref
 from nlicl_lib.core.errors import ConfigError
+from nlicl_lib.core.tables import ResultTable
 from nlicl_lib.core.tasks import TaskConfig
 from nlicl_lib.experiments.ch2_studies import LinearReferences
 from nlicl_lib.experiments.sweeps import TrainedModel
@@ -61,14 +62,14 @@ def paired(loss: PairedLoss) -> str:
     return f"{loss.normalised:.4f} ± {loss.normalised_std_error:.4f}"
 
 
-def results_table(trained: Mapping[tuple[str, str, int], TrainedModel]) -> str:
+def results_table(trained: Mapping[tuple[str, str, int], TrainedModel]) -> ResultTable:
     """One row per (form, task, L): the paired test loss / zero predictor ± one standard error and
-    the worst prompt's squared error / E[y²]."""
-    lines = ["form       task                L  loss / zero predictor  worst prompt / E[y²]"]
-    for (form, name, depth), run in trained.items():
-        loss = pm(run.test.normalised, run.test.normalised_std_error)
-        lines.append(f"{form:9s}  {name:18s}  {depth}  {loss:21s}  {run.test.worst:.3g}")
-    return "\n".join(lines)
+    the worst prompt's squared error / E[y²]. A table (HTML in the book, text printed)."""
+    rows = tuple((f"{form}, {name}, L = {depth}",
+                  pm(run.test.normalised, run.test.normalised_std_error), f"{run.test.worst:.3g}")
+                 for (form, name, depth), run in trained.items())
+    return ResultTable(("attention, task, depth", "loss / zero predictor", "worst prompt / E[y²]"),
+                       rows, caption="Trained attention-only stacks against the zero predictor")
 
 
 def _check_keys(panels: Mapping, depths: Sequence, names: Sequence, what: str) -> None:

@@ -24,6 +24,7 @@ import numpy as np
 
 from nlicl_lib.core.errors import ConfigError
 from nlicl_lib.core.models import InContextRegressor, ModelConfig
+from nlicl_lib.core.tables import ResultTable
 from nlicl_lib.core.tasks import TaskConfig
 from nlicl_lib.experiments.baselines import TunedRidge, tuned_kernel_ridge
 from nlicl_lib.theory import closed_forms, values
@@ -126,14 +127,19 @@ def kernel_ridge_sweep(degrees: Sequence[int], contexts: Sequence[int], test_pro
 
 def grid_table(grid: Mapping[tuple[int, int], Sequence[float]], block_opt: Mapping[tuple[int, int], float],
                krr: Mapping[tuple[int, int], TunedRidge], degrees: Sequence[int],
-               contexts: Sequence[int]) -> str:
+               contexts: Sequence[int]) -> ResultTable:
     """The page's table: per degree and context length, each seed's trained loss over the block's
-    optimum, and the KRR test loss / E[y^2] with its penalty."""
+    optimum, and the KRR test loss / E[y^2] with its penalty. A table (HTML in the book, text
+    printed)."""
     seeds = len(grid[degrees[0], contexts[0]])
-    lines = [f"degree  n   trained / block optimum ({seeds} seeds)        KRR / E[y^2]  (penalty)"]
+    rows = []
     for k in degrees:
         for n in contexts:
             ratios = np.array(grid[k, n]) / block_opt[k, n]
-            lines.append(f"  {k}   {n:3d}   " + " ".join(f"{r:.4f}" for r in ratios)
-                         + f"    {krr[k, n].test.normalised:.2e}  ({krr[k, n].penalty:.0e})")
-    return "\n".join(lines)
+            rows.append((f"degree {k}, n = {n}", " ".join(f"{r:.4f}" for r in ratios),
+                         f"{krr[k, n].test.normalised:.2e}", f"{krr[k, n].penalty:.0e}"))
+    return ResultTable(("task, context", f"trained / block optimum ({seeds} seeds)",
+                        "KRR / E[y²]", "KRR penalty"), tuple(rows),
+                       caption="Trained blocks against their optimum, and kernel ridge regression")
+
+

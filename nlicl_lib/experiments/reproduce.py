@@ -267,8 +267,9 @@ def table_html(rows: list[Row]) -> str:
     devices = ", ".join(sorted({escape(row.device) for row in rows}))
     caption = ("<caption>Losses normalised by E[y²], the zero predictor's loss, with their Monte "
                f"Carlo standard error (or exact), on {devices}. {escape(REFERENCE_KINDS)}</caption>")
-    return (f'<table class="nlicl-results">{caption}{head}<tbody>{"".join(body)}</tbody>'
-            "</table>")
+    return ('<div class="nlicl-table-wrap" role="region" tabindex="0" aria-label="Results">'
+            f'<table class="nlicl-results">{caption}{head}<tbody>{"".join(body)}</tbody>'
+            "</table></div>")
 
 
 def experiment_list_html(rows: list[Row]) -> str:
