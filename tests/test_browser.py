@@ -289,6 +289,23 @@ def reader_text(page_html: str) -> str:
     return " ".join(" ".join(parser.parts).split())
 
 
+@pytest.mark.parametrize("query", ["preconditioner", "kernel"])
+def test_search_snippets_show_no_tex(browser: object, site_url: str, query: str) -> None:
+    """Sphinx summarises a search hit from the page's HTML, where formulas are TeX source:
+    nlicl-math.js puts "…" in their place."""
+    context = browser.new_context(viewport=DESKTOP, service_workers="block")
+    page = context.new_page()
+    page.goto(f"{site_url}search.html?q={query}", wait_until="networkidle")
+    page.wait_for_function("() => document.querySelectorAll('#search-results p.context').length"
+                           " >= 3", timeout=RENDER_TIMEOUT_MS)
+    page.wait_for_timeout(500)  # the last summaries
+    snippets = page.eval_on_selector_all("#search-results p.context",
+                                         "els => els.map(e => e.textContent)")
+    context.close()
+    tex = [text for text in snippets if RAW_TEX.search(text) or "\\(" in text or "\\[" in text]
+    assert not tex, f"search snippets with TeX source for {query!r}: {tex[:2]}"
+
+
 class _ProseText(_ReaderText):
     """The article's prose only: no cell output, heading or link text (a term in a heading or
     inside another link cannot carry the glossary link)."""

@@ -6,6 +6,11 @@
  * (nlicl.css draws a shadow at the edge that has more). Display equations already sit in the
  * theme's scrolling `div.math`, which nlicl.css gives the same cue. Formulas that fit are not
  * touched, so their baseline stays the text's.
+ *
+ * Search results: Sphinx's search summarises a page from its HTML, where a formula is still TeX
+ * source (MathJax typesets it only in the browser), so snippets showed "\\(\\mathcal L^*\\)". The
+ * summary's text extraction (`Search.htmlToText`, searchtools.js) is wrapped to put "…" where a
+ * formula was.
  */
 (() => {
   "use strict";
@@ -37,14 +42,34 @@
     }
   };
 
+  const FORMULA = "…";
+
+  const patchSearch = () => {
+    // searchtools.js declares `const Search` at the top level: a global binding, not on window
+    if (typeof Search === "undefined" || !Search.htmlToText || Search.nliclFormulas) return;
+    const toText = Search.htmlToText;
+    Search.htmlToText = (htmlString, anchor) => {
+      const page = new DOMParser().parseFromString(htmlString, "text/html");
+      page.querySelectorAll("span.math, div.math").forEach((formula) => {
+        formula.replaceWith(page.createTextNode(FORMULA));
+      });
+      return toText(page.documentElement.outerHTML, anchor);
+    };
+    Search.nliclFormulas = true;
+  };
+
   let pending = 0;
   window.addEventListener("resize", () => {
     window.clearTimeout(pending);
     pending = window.setTimeout(wrapWide, 150);
   });
   if (document.readyState === "loading") {
-    document.addEventListener("DOMContentLoaded", () => afterTypesetting(100));
+    document.addEventListener("DOMContentLoaded", () => {
+      patchSearch();
+      afterTypesetting(100);
+    });
   } else {
+    patchSearch();
     afterTypesetting(100);
   }
 })();
