@@ -350,7 +350,8 @@ def prepare_figure(fig: go.Figure) -> go.Figure:
     number instead of a lone digit, and ticks spaced so that those labels do not collide
     (:func:`nlicl_lib.book.plots.log_axis_ticks`: 1, 2 and 5 of each decade, or decades only).
     Long titles, legend entries and axis titles are wrapped to fit a phone
-    (:func:`nlicl_lib.book.plots.wrap_figure_text`) and the figure grows to hold their lines (:func:`nlicl_lib.book.plots.fit_figure_text`: a legend above the plot gets a top margin
+    (:func:`nlicl_lib.book.plots.wrap_figure_text`) and the figure grows to hold their lines
+    (:func:`nlicl_lib.book.plots.fit_figure_text`: a legend above the plot gets a top margin
     with room for the title's lines and one row per line of each entry). Preparing a prepared
     figure changes nothing.
     """
