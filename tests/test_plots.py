@@ -290,3 +290,10 @@ def test_log_axes_get_ticks_whose_full_number_labels_do_not_collide() -> None:
     assert display.prepare_figure(chosen).layout.yaxis.dtick == "D1"  # the author's choice
     twice = display.prepare_figure(prepared)
     assert twice.layout.yaxis.dtick == 1 and twice.layout.xaxis.dtick is None
+
+
+def test_unicode_label_writes_indices_and_powers_as_the_figures_do() -> None:
+    spelled = {"x1": "x₁", "x1^2": "x₁²", "x1 x2": "x₁x₂", "x10": "x₁₀", "p_k": "pₖ",
+               "phi_2": "φ₂", "d^k / k!": "dᵏ / k!", "σ1": "σ₁", "y": "y", "block k": "block k",
+               "p₂ + … + p_k": "p₂ + … + pₖ", "slots m": "slots m"}
+    assert {name: plots.unicode_label(name) for name in spelled} == spelled

@@ -604,6 +604,23 @@ def fit_top_legend(fig: go.Figure) -> go.Figure:
     return fig
 
 
+SUBSCRIPTS = str.maketrans("0123456789k", "₀₁₂₃₄₅₆₇₈₉ₖ")
+SUPERSCRIPTS = str.maketrans("0123456789k", "⁰¹²³⁴⁵⁶⁷⁸⁹ᵏ")
+
+
+def unicode_label(name: str) -> str:
+    """A feature or monomial name as figure text, in the figures' one spelling of indices and
+    powers (Unicode sub- and superscripts, as in p₂, φ₂): ``"x1"`` -> ``"x₁"``, ``"x1^2"`` ->
+    ``"x₁²"``, ``"x1 x2"`` -> ``"x₁x₂"``, ``"p_k"`` -> ``"pₖ"``, ``"phi_2"`` -> ``"φ₂"``,
+    ``"d^k"`` -> ``"dᵏ"``. Other text is left as it is."""
+    text = re.sub(r"\bphi_", "φ_", str(name))
+    # an index: after a one-letter symbol, a number, or k written with an underscore
+    text = re.sub(r"(?<![A-Za-z])([A-Za-zφσψ])(?:_(\d+|k)|(\d+))(?!\w)",
+                  lambda m: m.group(1) + (m.group(2) or m.group(3)).translate(SUBSCRIPTS), text)
+    text = re.sub(r"\^(\d+|k)(?!\w)", lambda m: m.group(1).translate(SUPERSCRIPTS), text)
+    return re.sub(r"(?<=[₀-₉⁰-⁹¹²³]) (?=[A-Za-z][₀-₉])", "", text)
+
+
 def _axis_values(fig: go.Figure, axis: Any) -> list[float]:
     """The positive finite coordinates every trace of ``fig`` (shown or not: a slider's hidden
     panels count) plots on ``axis``."""
