@@ -108,7 +108,7 @@ def test_weights_figure_puts_the_trained_layer_above_the_construction(computed):
     fig = ch1_figures.weights_figure(trained, gd_lsa(D, [scale]).blocks[0].lsa)
     assert [t.name for t in fig.data] == ["trained P / p<sub>DD</sub>", "trained Q · p<sub>DD</sub>",
                                          "construction P", "construction Q"]
-    assert list(fig.data[0].x) == ["x1", "x2", "x3", "y"]
+    assert list(fig.data[0].x) == ["x₁", "x₂", "x₃", "y"]  # one spelling: Unicode indices
     p = trained.P.detach().double().numpy()
     np.testing.assert_allclose(fig.data[0].z, p / p[-1, -1])
     assert fig.data[0].z[-1][-1] == 1.0  # rescaled by its corner

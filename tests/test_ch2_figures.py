@@ -184,3 +184,18 @@ def test_label_diagnosis_finds_no_superlinear_part_in_the_gd_form(computed):
     assert values["diag_largest_text_gd"] == ch2_figures.number(gd["largest"])
     with pytest.raises(ConfigError, match="quantile"):
         ch2_analysis.diagnostic_prompts(MIXED, 100, quantile=1.0)
+
+
+def test_a_diverged_run_is_marked_at_the_top_without_an_error_bar(computed):
+    # a loss of 6.8e10 times the zero predictor's, with an error bar as large, crossed the chart
+    sweep, refs = computed
+    high = dict(sweep.trained)
+    high["full P, Q", "pure quadratic", 3] = SimpleNamespace(test=SimpleNamespace(
+        normalised=6.8e10, normalised_std_error=3e10))
+    first = _panels(ch2_figures.bound_figure(high, TASKS, list(FORMS), DEPTHS, refs))[0][0]
+    bars = first.error_y.array
+    assert bars[1] == 0.0 and max(bars) < 1  # no bar taller than the chart
+    assert bars[0] == 2 * sweep.trained["full P, Q", "pure quadratic", DEPTHS[0]].test.normalised_std_error
+    assert first.y[1] == ch2_figures.AXIS_TOP and first.text[1] == "6.8 × 10¹⁰ ↑"
+    assert first.marker.symbol[1] == "triangle-up" and first.marker.symbol[0] == "circle"
+    assert "6.8 × 10¹⁰" in first.hovertext[1] and "diverged" in first.hovertext[1]

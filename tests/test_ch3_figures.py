@@ -56,6 +56,8 @@ def test_gamma_examples_one_heatmap_per_gamma_with_the_optimum_last(optimum):
     titles = fig.layout.meta["nlicl_sliders"]["titles"]
     assert ref("cor-same-span") in titles[-1] and "Γ*" in titles[-1]
     np.testing.assert_array_equal(fig.data[-1].z, optimum.gamma)
+    # the features in the figures' one spelling (Unicode indices and powers, as in p₂)
+    assert list(fig.data[0].x[:5]) == ["x₁", "x₂", "x₃", "x₁²", "x₁x₂"] == list(fig.data[0].y[:5])
     assert fig.data[0].zmin == -fig.data[0].zmax  # symmetric about 0
     with pytest.raises(ConfigError, match="gammas"):
         ch3_figures.gamma_examples_figure({"bad": np.eye(3)}, labels)
@@ -102,7 +104,7 @@ def test_directions_figure_draws_strength_usage_and_the_optimal_usage_per_block(
     blocks = {"block a": summary([1.0] * 6), "block b": summary([1.0] * 5 + [0.01])}
     fig = ch3_figures.directions_figure(blocks)
     assert len(fig.data) == 6 and [t.type for t in fig.data[:3]] == ["bar", "bar", "scatter"]
-    assert names(fig)[:2] == ["strength σk / σ1", "usage: block's weight / optimal weight"]
+    assert names(fig)[:2] == ["strength σₖ / σ₁", "usage: block's weight / optimal weight"]
     assert list(fig.data[4].y) == [1.0] * 5 + [0.01]
     assert fig.data[2].name == f"usage of the optimal Γ* ({ref('cor-same-span')})"
     assert list(fig.data[2].y) == [1.0, 1.0]
@@ -119,6 +121,7 @@ def test_kernel_comparison_figure_puts_the_trained_k_next_to_the_optimum(optimum
     np.testing.assert_array_equal(fig.data[0].z, learned)
     np.testing.assert_array_equal(fig.data[1].z, optimum.gamma)
     assert [a.text for a in fig.layout.annotations] == ["trained K", "optimal Γ*"]
+    assert list(fig.data[0].x[-3:]) == ["x₂²", "x₂x₃", "x₃²"] == list(fig.data[1].y[-3:])
     assert fig.data[0].zmax == fig.data[1].zmax == np.abs(optimum.gamma).max()
     with pytest.raises(ConfigError, match="learned"):
         ch3_figures.kernel_comparison_figure(np.eye(3), optimum.gamma, labels)

@@ -173,12 +173,13 @@ def test_saturation_figure_has_a_panel_per_dimension_and_sweep(computed):
 
 def test_embedding_figure_counts_monomials_exactly():
     fig = ch4_figures.embedding_figure([2, 3], max_input_dim=10)
-    assert _names(fig.data) == ["k = 2: p₂ + … + p_k", "k = 2: d^k / k!",
-                                "k = 3: p₂ + … + p_k", "k = 3: d^k / k!"]
+    # one spelling of indices and powers in figure text: Unicode, as in p₂
+    assert _names(fig.data) == ["k = 2: p₂ + … + pₖ", "k = 2: dᵏ / k!",
+                                "k = 3: p₂ + … + pₖ", "k = 3: dᵏ / k!"]
     counted = list(fig.data[2].y)
     assert counted == [comb(d + 1, 2) + comb(d + 2, 3) for d in range(1, 11)]
     assert fig.data[3].y[-1] == pytest.approx(1000 / 6, rel=1e-15)
-    assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.title.text == "slots m = p₂ + … + p_k"
+    assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.title.text == "slots m = p₂ + … + pₖ"
     with pytest.raises(ConfigError, match="degree"):
         ch4_figures.embedding_figure([1])
 

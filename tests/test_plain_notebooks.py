@@ -193,3 +193,25 @@ def test_cell_times_come_from_nbclient_s_timestamps_and_the_slowest_are_listed(t
         nlicl_exec.cache_file(tmp_path, docname).write_text(json.dumps(entry))
     assert nlicl_exec.slowest_cells(tmp_path, count=2) == [
         (69.5, "book/ch1", 1, "train()"), (3.0, "book/ch2", 0, "fit()")]
+
+
+def test_figure_labels_become_the_numbers_the_site_gives_them(tmp_path):
+    binder_pages = load("binder_pages")
+    book = tmp_path / "book"
+    book.mkdir()
+    figure = ("```{{code-cell}} ipython3\n---\ntags: [hide-input]\nmystnb:\n  figure:\n"
+              "    caption: |\n      What to look for.\n    name: {}\n---\nshow(fig)\n```\n")
+    (book / "ch2_b.md").write_text("# B\n\n" + figure.format("fig-ch2-a") + "\ntext\n\n"
+                                   + "```{code-cell} ipython3\nx = 1\n```\n" + figure.format("fig-ch2-b"))
+    (book / "results.md").write_text("# R\n\n" + figure.format("fig-results"))
+    (book / "references.bib").write_text("")
+    (tmp_path / "_toc.yml").write_text("root: book/intro\nchapters:\n  - file: book/ch2_b\n"
+                                       "  - file: book/results\n")
+    numbers = binder_pages.figure_numbers(book)
+    assert numbers == {"fig-ch2-a": "Fig. 2.1", "fig-ch2-b": "Fig. 2.2", "fig-results": "Fig. 1"}
+    r = resolver(labels=numbers)
+    assert plain.plain_markdown("As {numref}`fig-ch2-b` shows.", [], r) == "As Fig. 2.2 shows."
+    assert r.problems == []
+    # the Binder pages resolve the book's own figure references
+    binder = binder_pages.resolver("book/ch2_b", book)
+    assert binder.labels == numbers

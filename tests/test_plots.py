@@ -266,3 +266,34 @@ def test_bottom_legend_gets_a_margin_for_its_rows() -> None:
     wanted = 0.2 * plot_h + plots.legend_height(prepared) + 10
     assert prepared.layout.margin.b == pytest.approx(wanted, abs=1)
     assert prepared.layout.height - prepared.layout.margin.t - prepared.layout.margin.b == plot_h
+
+
+def test_log_axes_get_ticks_whose_full_number_labels_do_not_collide() -> None:
+    # plotly.js would label every digit of these decades ("D1"); with full numbers they overlap
+    fig = plots.new_figure("t", "n", "loss", log_x=True, log_y=True)
+    fig.add_scatter(x=[10, 30], y=[0.0008, 0.26])  # x: half a decade, y: 2.5 decades
+    fig.add_scatter(x=[10, 40], y=[0.001, 0.01], visible=False)  # a hidden slider panel counts
+    prepared = display.prepare_figure(fig)
+    assert prepared.layout.yaxis.dtick == 1 and prepared.layout.yaxis.tick0 == 0  # decades
+    assert prepared.layout.yaxis.minor.showgrid is True  # unlabelled lines in between
+    assert prepared.layout.xaxis.dtick is None  # under a decade: plotly's own ticks
+    short = plots.new_figure("t", "n", "loss", log_y=True)
+    short.add_scatter(x=[1, 2], y=[0.02, 0.5])  # 1.4 decades: 1, 2 and 5 of each
+    assert display.prepare_figure(short).layout.yaxis.dtick == "D2"
+    wide = plots.new_figure("t", "n", "loss", log_y=True)
+    wide.add_scatter(x=[1, 2], y=[0.04, 3e5])  # 6.9 decades: every second one
+    wide.update_yaxes(range=[-2, 6])  # the range, not the data, sets the span
+    assert display.prepare_figure(wide).layout.yaxis.dtick == 2
+    chosen = plots.new_figure("t", "n", "loss", log_y=True)
+    chosen.add_scatter(x=[1, 2], y=[0.001, 1])
+    chosen.update_yaxes(dtick="D1")
+    assert display.prepare_figure(chosen).layout.yaxis.dtick == "D1"  # the author's choice
+    twice = display.prepare_figure(prepared)
+    assert twice.layout.yaxis.dtick == 1 and twice.layout.xaxis.dtick is None
+
+
+def test_unicode_label_writes_indices_and_powers_as_the_figures_do() -> None:
+    spelled = {"x1": "x₁", "x1^2": "x₁²", "x1 x2": "x₁x₂", "x10": "x₁₀", "p_k": "pₖ",
+               "phi_2": "φ₂", "d^k / k!": "dᵏ / k!", "σ1": "σ₁", "y": "y", "block k": "block k",
+               "p₂ + … + p_k": "p₂ + … + pₖ", "slots m": "slots m"}
+    assert {name: plots.unicode_label(name) for name in spelled} == spelled

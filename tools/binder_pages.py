@@ -53,14 +53,47 @@ def exercise_numbers(book: Path = BOOK) -> dict[str, str]:
     return numbers
 
 
+FIGURE_NAME = re.compile(r"^```\{code-cell\}[^\n]*\n---\n(?:(?!^---$).*\n)*?"
+                         r"mystnb:\n(?:(?!^---$).*\n)*?\s+name:\s*(\S+)\s*\n", re.MULTILINE)
+"""The ``mystnb.figure.name`` in a code cell's front matter (MyST-NB's numbered figure)."""
+
+TOC_FILE = re.compile(r"^\s*-?\s*(?:file|root):\s*book/(\S+)", re.MULTILINE)
+
+
+def figure_names(text: str) -> list[str]:
+    """The figure names (``mystnb: figure: name:``) of one MyST page, in page order."""
+    return FIGURE_NAME.findall(text)
+
+
+def figure_numbers(book: Path = BOOK) -> dict[str, str]:
+    """figure name -> "Fig. chapter.k" (the k-th captioned figure of chapter N's page), as the
+    site numbers them (``numfig``, one section level); the figures of unnumbered pages (the
+    results page) share one counter, "Fig. 1", "Fig. 2", ..., in the table of contents' order."""
+    numbers = {}
+    toc = book.parent / "_toc.yml"
+    order = TOC_FILE.findall(toc.read_text(encoding="utf-8")) if toc.exists() else []
+    pages = [book / f"{name}.md" for name in order if (book / f"{name}.md").exists()]
+    pages += [path for path in sorted(book.glob("*.md")) if path not in pages]
+    unnumbered = 0
+    for path in pages:
+        chapter = CHAPTER.match(path.name)
+        for k, name in enumerate(figure_names(path.read_text(encoding="utf-8")), start=1):
+            if chapter:
+                numbers[name] = f"Fig. {int(chapter.group(1))}.{k}"
+            else:
+                unnumbered += 1
+                numbers[name] = f"Fig. {unnumbered}"
+    return numbers
+
+
 def resolver(docname: str, book: Path = BOOK) -> nlicl_plain.Resolver:
     from nlicl_lib.core.book_refs import RESULTS
 
     return nlicl_plain.Resolver(
         results=dict(RESULTS),
         citations=nlicl_plain.citations((book / "references.bib").read_text(encoding="utf-8")),
-        titles=page_titles(book), exercises=exercise_numbers(book), docname=docname,
-        for_binder=True)
+        titles=page_titles(book), labels=figure_numbers(book), exercises=exercise_numbers(book),
+        docname=docname, for_binder=True)
 
 
 def binder_notebook(notebook: object, docname: str, book: Path = BOOK) -> list[str]:

@@ -235,8 +235,13 @@ def resolver_for(app: Any, docname: str) -> nlicl_plain.Resolver:
     env = app.env
     bib = "\n".join((Path(app.srcdir) / f).read_text(encoding="utf-8")
                     for f in getattr(app.config, "bibtex_bibfiles", []))
-    labels = {label: title for label, (_, _, title) in
-              env.domaindata.get("std", {}).get("labels", {}).items() if title}
+    std_labels = env.domaindata.get("std", {}).get("labels", {})
+    labels = {label: title for label, (_, _, title) in std_labels.items() if title}
+    # a figure's label stands for its number, as {numref} writes it on the site ("Fig. 1.2")
+    for label, (target_doc, label_id, _) in std_labels.items():
+        number = env.toc_fignumbers.get(target_doc, {}).get("figure", {}).get(label_id)
+        if number:
+            labels[label] = "Fig. " + ".".join(str(n) for n in number)
     return nlicl_plain.Resolver(
         results=dict(RESULTS), citations=nlicl_plain.citations(bib),
         titles={d: env.titles[d].astext() for d in env.found_docs if d in env.titles},

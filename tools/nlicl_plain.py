@@ -67,7 +67,8 @@ class Resolver:
 
     ``results``: label -> (kind, number, title) of the Theory part's numbered results.
     ``citations``: key -> (author text, year), e.g. ("Ahn et al.", "2023").
-    ``titles``: page (docname) -> title. ``labels``: section label -> its title.
+    ``titles``: page (docname) -> title. ``labels``: section label -> its title, figure label
+    (``mystnb: figure: name:``) -> its number as ``{numref}`` writes it ("Fig. 1.2").
     ``exercises``: exercise label -> its number as the site shows it ("1.1").
     ``docname``: the page being converted (relative ``{doc}`` targets are resolved from it).
     """

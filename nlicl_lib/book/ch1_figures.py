@@ -69,7 +69,7 @@ def weights_figure(trained: LSA, construction: LSA) -> go.Figure:
     learned_p = trained.P.detach().double().numpy()
     learned_q = trained.Q.detach().double().numpy()
     corner = learned_p[-1, -1]
-    labels = [f"x{i}" for i in range(1, learned_p.shape[0])] + ["y"]
+    labels = [plots.unicode_label(f"x{i}") for i in range(1, learned_p.shape[0])] + ["y"]
     panels = [("trained P / p<sub>DD</sub>", learned_p / corner),
               ("trained Q · p<sub>DD</sub>", learned_q * corner),
               ("construction P", construction.P.detach().numpy()),

@@ -104,8 +104,9 @@ def bound_figure(trained: Mapping[tuple[str, str, int], TrainedModel], tasks: Ma
                  forms: Sequence[str], depths: Sequence[int], refs: LinearReferences) -> go.Figure:
     r"""Test loss / zero predictor against depth (two standard errors) of both ``forms`` on each task
     (a slider step per task), with the bound for every LSA, the exact best single step of linear GD
-    at $L = 1$, tuned ridge on $x$ and the zero predictor. Values above :data:`AXIS_TOP` are drawn at
-    the top, labelled with their value and an arrow."""
+    at $L = 1$, tuned ridge on $x$ and the zero predictor. Values above :data:`AXIS_TOP` (diverged
+    runs) are drawn at the top as a triangle, labelled with their value and an arrow, with no
+    error bar and a hover text that gives the value."""
     missing = [(f, n, d) for f in forms for n in tasks for d in depths if (f, n, d) not in trained]
     if missing:
         raise ConfigError("trained", missing[:3], "a run for every (form, task, depth)")
@@ -127,12 +128,22 @@ def bound_figure(trained: Mapping[tuple[str, str, int], TrainedModel], tasks: Ma
         for form, color in zip(forms, colors, strict=True):
             runs = [trained[form, name, depth] for depth in depths]
             values = [r.test.normalised for r in runs]
+            above = [v > AXIS_TOP for v in values]
             shown = [min(v, AXIS_TOP) for v in values]
-            text = [f"{v:.2g} ↑" if v > AXIS_TOP else "" for v in values]
+            text = [f"{number(v, 2)} ↑" if high else "" for v, high in zip(values, above, strict=True)]
+            # a diverged run's error bar (as large as its loss) would cross the whole chart
+            # and blow up the autoscaled view: it gets none, and a marker of its own
             traces.append(plots.trained_trace(
                 depths, shown, f"trained LSA, {form} (±2 s.e.)", color=color,
                 mode="lines+markers+text", text=text, textposition="bottom left",
-                error_y=[2 * r.test.normalised_std_error for r in runs]))
+                marker={"symbol": ["triangle-up" if high else "circle" for high in above],
+                        "size": [13 if high else 7 for high in above]},
+                hovertext=[f"diverged: {number(v, 2)} × the zero predictor's loss, above the chart"
+                           if high else f"{v:.4f} ± {2 * r.test.normalised_std_error:.4f}"
+                           for v, high, r in zip(values, above, runs, strict=True)],
+                hoverinfo="text+name",
+                error_y=[0.0 if high else 2 * r.test.normalised_std_error
+                         for high, r in zip(above, runs, strict=True)]))
         null = closed_forms.null_loss(task)
         traces += [
             plots.theory_trace([0.8, 1.2], [refs.one_step[name].loss / null] * 2,

@@ -31,6 +31,7 @@ from nlicl_lib.book.plots import (
     slider_figure,
     theory_trace,
     trained_trace,
+    unicode_label,
 )
 from nlicl_lib.core.book_refs import ref
 from nlicl_lib.core.errors import ConfigError
@@ -61,12 +62,13 @@ def gamma_examples_figure(gammas: Mapping[str, np.ndarray], labels: Sequence[str
     if not gammas:
         raise ConfigError("gammas", gammas, "at least one matrix")
     panels, titles = {}, {}
+    names = [unicode_label(label) for label in labels]
     for name, gamma in gammas.items():
         if np.shape(gamma) != (len(labels), len(labels)):
             raise ConfigError(f"gammas[{name!r}]", np.shape(gamma), f"a {len(labels)} x {len(labels)} matrix")
         limit = np.abs(gamma).max()
         panels[(name,)] = [go.Heatmap(
-            z=gamma, x=list(labels), y=list(labels), zmin=-limit, zmax=limit, zmid=0,
+            z=gamma, x=names, y=names, zmin=-limit, zmax=limit, zmid=0,
             colorscale="RdBu_r", name=name,
             hovertemplate="Γ[%{y}, %{x}] = %{z:.3f}<extra></extra>")]
         titles[(name,)] = GAMMA_TITLES.get(name, name)
@@ -154,7 +156,7 @@ def directions_figure(summaries: Mapping[str, BlockSummary]) -> go.Figure:
     for name, summary in summaries.items():
         usage = summary.usage
         panels[(name,)] = [
-            go.Bar(x=positions, y=usage.strengths, name="strength σk / σ1",
+            go.Bar(x=positions, y=usage.strengths, name="strength σₖ / σ₁",
                    marker={"color": COLORS["trained"]},
                    text=[f"{v:.2g}" for v in usage.strengths], textposition="outside"),
             go.Bar(x=positions, y=usage.usage, name="usage: block's weight / optimal weight",
@@ -179,11 +181,12 @@ def kernel_comparison_figure(learned: np.ndarray, optimal: np.ndarray, labels: S
     if np.shape(learned) != np.shape(optimal) or np.shape(optimal) != (len(labels), len(labels)):
         raise ConfigError("learned", np.shape(learned), f"two {len(labels)} x {len(labels)} matrices")
     limit = np.abs(optimal).max()
+    names = [unicode_label(label) for label in labels]
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.16,
                         subplot_titles=["trained K", "optimal Γ*"])
     for col, matrix in enumerate([learned, optimal], start=1):
         fig.add_trace(go.Heatmap(
-            z=matrix, x=list(labels), y=list(labels), zmin=-limit, zmax=limit, zmid=0,
+            z=matrix, x=names, y=names, zmin=-limit, zmax=limit, zmid=0,
             colorscale="RdBu_r", showscale=col == 2,
             hovertemplate="%{y}, %{x}: %{z:.3f}<extra></extra>"), row=1, col=col)
         fig.update_yaxes(autorange="reversed", row=1, col=col)

@@ -151,11 +151,11 @@ def embedding_figure(degrees: Sequence[int], max_input_dim: int = 50) -> go.Figu
     if not degrees or len(degrees) > len(PALETTE):
         raise ConfigError("degrees", list(degrees), f"1 to {len(PALETTE)} degrees")
     fig = new_figure("Slots to hold degrees 2 to k", "input dimension d",
-                     "slots m = p₂ + … + p_k", log_x=True, log_y=True)
+                     "slots m = p₂ + … + pₖ", log_x=True, log_y=True)
     for k, color in zip(degrees, PALETTE[:len(degrees)], strict=True):
         k = check_int("degree", k, minimum=2)
         fig.add_trace(trained_trace(grid, [required_embedding(int(d), k).slots for d in grid],
-                                    f"k = {k}: p₂ + … + p_k", color=color, mode="lines"))
+                                    f"k = {k}: p₂ + … + pₖ", color=color, mode="lines"))
         fig.add_trace(theory_trace(grid, grid.astype(float) ** k / np.prod(range(1, k + 1)),
-                                   f"k = {k}: d^k / k!", color=color))
+                                   f"k = {k}: dᵏ / k!", color=color))
     return fig

@@ -347,9 +347,11 @@ def prepare_figure(fig: go.Figure) -> go.Figure:
     and drops a fixed ``width`` (the container sets it), and gives a default height so that
     an autosized figure does not collapse to zero height in a flexible layout. Log axes without
     a tick format get :data:`nlicl_lib.book.plots.LOG_TICKFORMAT`, so that every tick shows a full
-    number instead of a lone digit. Long titles, legend entries and axis titles are wrapped to
-    fit a phone (:func:`nlicl_lib.book.plots.wrap_figure_text`) and the figure grows to hold their
-    lines (:func:`nlicl_lib.book.plots.fit_figure_text`: a legend above the plot gets a top margin
+    number instead of a lone digit, and ticks spaced so that those labels do not collide
+    (:func:`nlicl_lib.book.plots.log_axis_ticks`: 1, 2 and 5 of each decade, or decades only).
+    Long titles, legend entries and axis titles are wrapped to fit a phone
+    (:func:`nlicl_lib.book.plots.wrap_figure_text`) and the figure grows to hold their lines
+    (:func:`nlicl_lib.book.plots.fit_figure_text`: a legend above the plot gets a top margin
     with room for the title's lines and one row per line of each entry). Preparing a prepared
     figure changes nothing.
     """
@@ -366,6 +368,7 @@ def prepare_figure(fig: go.Figure) -> go.Figure:
     for axis in [*prepared.select_xaxes(), *prepared.select_yaxes()]:
         if axis.type == "log" and not axis.tickformat:
             axis.tickformat = plots.LOG_TICKFORMAT
+    plots.log_axis_ticks(prepared)
     return fit_figure_text(wrap_figure_text(prepared))
 
 

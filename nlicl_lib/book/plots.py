@@ -39,6 +39,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import plotly.graph_objects as go
 
 COLORS = {
@@ -80,6 +81,14 @@ powers of ten with one small digit (a "5" under a "1" meaning 0.5); with one, ev
 full number. ``"~g"`` prints 0.5, 2, 1000 and 100000 as such and goes to exponents (1e-7, 1e+6)
 only far from 1; it has no SI prefixes (``"~s"`` would print 0.001 as "1m", which reads as a unit
 on a loss axis)."""
+
+LOG_1_2_5_DECADES = 2.0
+"""A log axis spanning fewer decades than this (and at least one) is labelled at 1, 2 and 5 of
+each decade; a longer one at powers of ten only (:func:`log_axis_ticks`)."""
+
+LOG_MAX_LABELS = 6
+"""Most decade labels :func:`log_axis_ticks` puts on a long log axis (every second or third
+decade beyond): full-number labels of every decade of a wide range do not fit a phone."""
 
 PHONE_FIGURE_PX = 350
 """Width of a figure on a 390 px phone screen (the book theme leaves 358 px; a little less for
@@ -592,6 +601,77 @@ def fit_top_legend(fig: go.Figure) -> go.Figure:
     if wanted > current:
         fig.layout.margin.t = wanted
         fig.layout.height = (fig.layout.height or FIGURE_HEIGHT_PX) + wanted - current
+    return fig
+
+
+SUBSCRIPTS = str.maketrans("0123456789k", "₀₁₂₃₄₅₆₇₈₉ₖ")
+SUPERSCRIPTS = str.maketrans("0123456789k", "⁰¹²³⁴⁵⁶⁷⁸⁹ᵏ")
+
+
+def unicode_label(name: str) -> str:
+    """A feature or monomial name as figure text, in the figures' one spelling of indices and
+    powers (Unicode sub- and superscripts, as in p₂, φ₂): ``"x1"`` -> ``"x₁"``, ``"x1^2"`` ->
+    ``"x₁²"``, ``"x1 x2"`` -> ``"x₁x₂"``, ``"p_k"`` -> ``"pₖ"``, ``"phi_2"`` -> ``"φ₂"``,
+    ``"d^k"`` -> ``"dᵏ"``. Other text is left as it is."""
+    text = re.sub(r"\bphi_", "φ_", str(name))
+    # an index: after a one-letter symbol, a number, or k written with an underscore
+    text = re.sub(r"(?<![A-Za-z])([A-Za-zφσψ])(?:_(\d+|k)|(\d+))(?!\w)",
+                  lambda m: m.group(1) + (m.group(2) or m.group(3)).translate(SUBSCRIPTS), text)
+    text = re.sub(r"\^(\d+|k)(?!\w)", lambda m: m.group(1).translate(SUPERSCRIPTS), text)
+    return re.sub(r"(?<=[₀-₉⁰-⁹¹²³]) (?=[A-Za-z][₀-₉])", "", text)
+
+
+def _axis_values(fig: go.Figure, axis: Any) -> list[float]:
+    """The positive finite coordinates every trace of ``fig`` (shown or not: a slider's hidden
+    panels count) plots on ``axis``."""
+    letter, number = axis.plotly_name[0], axis.plotly_name[5:]
+    values: list[float] = []
+    for trace in fig.data:
+        if (getattr(trace, f"{letter}axis", None) or letter) != letter + number:
+            continue
+        coordinates = getattr(trace, letter, None)
+        if coordinates is None:
+            continue
+        try:
+            numbers = np.asarray(coordinates, dtype=float).ravel()
+        except (TypeError, ValueError):  # categories
+            continue
+        values += [float(v) for v in numbers if np.isfinite(v) and v > 0]
+    return values
+
+
+def log_axis_ticks(fig: go.Figure) -> go.Figure:
+    """Tick spacing of every log axis that has none, so that its full-number labels
+    (:data:`LOG_TICKFORMAT`) do not print on top of each other.
+
+    plotly.js picks the ticks of a log axis for its one-digit minor labels (a "2" ... "9" between
+    the powers of ten); with full numbers ("0.002", "3000") those collide. An axis spanning (its
+    ``range``, else its data) at least one decade and less than :data:`LOG_1_2_5_DECADES` gets
+    ``dtick="D2"`` (labels at 1, 2 and 5), a longer one labels at powers of ten only, at most
+    :data:`LOG_MAX_LABELS` of them (``dtick`` 1, 2, ... decades); under one decade plotly's own
+    fully labelled ticks stay. Unlabelled minor grid lines mark the values in between. An axis
+    with a ``dtick`` or ``tickvals`` of its own is left alone. Modifies ``fig`` in place (and
+    returns it); idempotent.
+    """
+    for axis in [*fig.select_xaxes(), *fig.select_yaxes()]:
+        if axis.type != "log" or axis.dtick is not None or axis.tickvals is not None:
+            continue
+        if axis.range is not None and len(axis.range) == 2 and None not in axis.range:
+            low, high = sorted(float(v) for v in axis.range)
+        else:
+            values = _axis_values(fig, axis)
+            if not values:
+                continue
+            low, high = math.log10(min(values)), math.log10(max(values))
+        span = high - low
+        if span < 1:
+            continue
+        if span < LOG_1_2_5_DECADES:
+            axis.dtick = "D2"
+        else:
+            axis.dtick = max(1, math.ceil((math.floor(high) - math.ceil(low) + 1) / LOG_MAX_LABELS))
+            axis.tick0 = 0
+        axis.minor = {"showgrid": True, "gridcolor": "#f3f3f3", "ticks": ""}
     return fig
 
 
