@@ -147,6 +147,9 @@ def prose_text(source: str) -> tuple[str, int]:
         line = lines[index]
         stripped = line.strip()
         opened = FENCE.match(line)
+        if re.fullmatch(r":{3,}", stripped):  # the end of a colon-fenced directive read as prose
+            index += 1
+            continue
         if opened:
             fence, info = opened.group("fence"), opened.group("info").strip()
             directive = DIRECTIVE.match(info)
@@ -173,6 +176,7 @@ def prose_text(source: str) -> tuple[str, int]:
                 elif name is not None and name not in NOT_PROSE and name not in GATES:
                     # a backtick-fenced directive with prose (```{note}): keep its text
                     if not in_solution:
+                        kept.append(directive.group("arg"))
                         kept.extend(line for line in body if not OPTION.match(line))
                 index = body_end + 1
                 continue
@@ -185,7 +189,7 @@ def prose_text(source: str) -> tuple[str, int]:
                 index += 1
             continue
         if stripped.startswith("+++") or re.match(r"^\(.+\)=$", stripped) \
-                or stripped.startswith("%") or re.fullmatch(r":{3,}", stripped):
+                or stripped.startswith("%"):
             index += 1
             continue
         if stripped.startswith("<!--"):
@@ -236,7 +240,7 @@ def reading_markdown(book: Path, words_per_minute: float = WORDS_PER_MINUTE) -> 
 
 # --- pen-and-paper problems ---------------------------------------------------------------------
 
-BLOCK = re.compile(r"^(?P<fence>:{3,})\{(?P<name>exercise|solution)\}[ \t]*(?P<arg>[^\n]*)\n"
+BLOCK = re.compile(r"^(?P<fence>:{3,}|`{3,})\{(?P<name>exercise|solution)\}[ \t]*(?P<arg>[^\n]*)\n"
                    r"(?P<body>.*?)\n(?P=fence)[ \t]*$", re.M | re.S)
 SECTION = re.compile(r"^## (?P<title>.+?)\s*$", re.M)
 
@@ -263,7 +267,7 @@ def _split_options(body: str) -> tuple[dict[str, str], str]:
 
 def problems(source: str) -> list[Problem]:
     """The problems of a page written with sphinx-exercise's ``{exercise}`` and ``{solution}``
-    directives (colon fences), in page order, each with its solution's text."""
+    directives (backtick or colon fences), in page order, each with its solution's text."""
     sections = [(m.start(), m.group("title")) for m in SECTION.finditer(source)]
     exercises, solutions = [], {}
     for block in BLOCK.finditer(source):
