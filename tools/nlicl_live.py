@@ -23,7 +23,9 @@ the end of the build, two tables computed from the execution cache (``tools/nlic
 time in this build (or the last one that executed it) with the device, and the chapters'
 exercises with the time their solution cells took (recorded by ``nlicl_lib.book.exercises``) and
 whether they fit a one-hour lab. Pages holding the directive are re-read in every build, so
-their numbers never go stale; nothing is typed in by hand.
+their numbers never go stale; nothing is typed in by hand. ``{nlicl-run-times} goals`` and
+``{nlicl-run-times} reading`` are computed from the chapters' sources instead: every chapter's
+goals and its reading time (``tools/nlicl_instructors.py``).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from sphinx.errors import ConfigError
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import binder_pages  # noqa: E402 (tools/ is not a package)
 import nlicl_exec  # noqa: E402
+import nlicl_instructors  # noqa: E402
 import nlicl_plain  # noqa: E402
 
 COLAB_DIR = "_colab"
@@ -346,19 +349,24 @@ class run_times_node(nodes.General, nodes.Element):  # noqa: N801 (docutils nami
 
 
 class RunTimes(Directive):
-    """``{nlicl-run-times} chapters`` or ``{nlicl-run-times} exercises``."""
+    """``{nlicl-run-times} chapters`` or ``{nlicl-run-times} exercises`` (from the execution
+    cache), ``{nlicl-run-times} goals`` or ``{nlicl-run-times} reading`` (from the chapters'
+    sources, see ``tools/nlicl_instructors.py``)."""
 
     has_content = False
     required_arguments = 1
 
     def run(self) -> list[nodes.Node]:
         which = self.arguments[0]
-        if which not in ("chapters", "exercises"):
-            raise self.error(f"nlicl-run-times: 'chapters' or 'exercises', not {which!r}")
+        if which not in ("chapters", "exercises", *nlicl_instructors.SOURCE_TABLES):
+            raise self.error(f"nlicl-run-times: 'chapters', 'exercises', 'goals' or 'reading', "
+                             f"not {which!r}")
         env = self.state.document.settings.env
         if not hasattr(env, "nlicl_run_time_docs"):
             env.nlicl_run_time_docs = set()
         env.nlicl_run_time_docs.add(env.docname)
+        if which in nlicl_instructors.SOURCE_TABLES:
+            return nlicl_instructors.source_nodes(self, which)
         return [run_times_node(which=which)]
 
 
