@@ -123,6 +123,8 @@ def test_script_reproduces_the_committed_references(tmp_path):
         for key in ("loss", "std_error", "fit_loss"):
             assert np.allclose(fresh["references"][m][key], committed["references"][m][key],
                                rtol=1e-6), (m, key)
+        assert np.allclose(fresh["references"][m]["fit_samples"]["loss"],
+                           committed["references"][m]["fit_samples"]["loss"], rtol=1e-6), m
         assert fresh["single_block"][m] == pytest.approx(committed["single_block"][m], rel=1e-6)
 
 

@@ -11,7 +11,10 @@ preconditioned GD on the whole kernel's features), and the exact loss of the bes
 with $m$ slots (Proposition 12 (prop-capacity), :func:`nlicl_lib.theory.capacity.best_feature_subspace`).
 
 - :data:`STUDIES`: the studies the book shows, with :data:`STUDY_TRAINING`;
-- :func:`run_study`: compute one study (or only its references) as plain JSON data;
+- :func:`run_study`: compute one study (or only its references) as plain JSON data, every
+  reference fitted on :data:`FIT_SAMPLES` independent samples of contexts;
+- :func:`sample_statistics`, :func:`sample_falls`, :func:`summary`: the spread over those samples,
+  whether each sample's estimate falls at every block, and the numbers chapter 5 quotes;
 - :func:`load_studies`, :data:`DATA_FILE`: the committed results that chapter 5 draws.
   ``python tools/make_depth_study.py`` rewrites the file; a test reruns part of it.
 """
