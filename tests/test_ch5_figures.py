@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from nlicl_lib import ModelConfig, TaskConfig, TrainConfig, build_model, sample_prompts
-from nlicl_lib.book import ch5_figures
+from nlicl_lib.book import ch5_figures, depth_figures
 from nlicl_lib.core.errors import ConfigError
 from nlicl_lib.experiments import ch5_studies, depth_study
 from nlicl_lib.theory import ch5_analysis, depth
@@ -120,8 +120,33 @@ def test_study_tables_quote_the_committed_studies():
     narrow = ch5_studies.narrow_study_report(wide5).splitlines()
     assert narrow[1] == "  with all 15 " + f"{wide5['kernel_optimum'] / wide5['null_loss']:.4f}" \
         + " (D = 21)"
-    for text in (table, pairs, narrow):
+    null = wide5["null_loss"]
+    five, fifteen = wide5["trained"]["m5-L8"]["loss"], wide5["trained"]["m15-L8"]["loss"]
+    assert narrow[-1].split()[0] == "8" and narrow[-1].split()[-2] == f"{five / fifteen:.2f}"
+    assert narrow[-1].split()[5] == f"{fifteen / null:.4f}"
+    spread = ch5_studies.reference_spread_report(study).splitlines()
+    samples = np.array(study["references"]["6"]["fit_samples"]["loss"]) / study["null_loss"]
+    row = spread[-1].split()
+    assert row[0] == "8" and row[1:1 + len(samples)] == [f"{v:.4f}" for v in samples[:, -1]]
+    assert row[1 + len(samples)] == f"{np.median(samples[:, -1]):.4f}"
+    for text in (table, pairs, narrow, spread):
         assert max(map(len, text)) <= 78
+
+
+def test_depth_figure_draws_both_token_sizes_and_the_references_spread():
+    study = depth_study.load_studies()["d5"]
+    fig = depth_figures.depth_figure(study, "d = 5")
+    names = [trace.name for trace in fig.data]
+    assert "trained, m = 5 slots" in names and "trained, m = 15 slots" in names
+    wide = fig.data[names.index("L steps of kernel GD (all 15 quadratics), best Γ per step")]
+    samples = depth_study.reference_samples(study, 15)
+    errors = np.array(study["references"]["15"]["fit_samples"]["std_error"]) / study["null_loss"]
+    assert np.allclose(wide.y, samples.mean(axis=0))
+    assert np.allclose(np.array(wide.y) + np.array(wide.error_y.array),
+                       (samples + 2 * errors).max(axis=0))
+    assert np.allclose(np.array(wide.y) - np.array(wide.error_y.arrayminus),
+                       (samples - 2 * errors).min(axis=0))
+    assert wide.error_y.symmetric is False
 
 
 def test_cubic_study_and_its_construction():

@@ -100,11 +100,30 @@ def test_same_features_in_every_block_is_multi_step_preconditioned_gd():
     assert torch.allclose(steps, blocks, rtol=1e-10, atol=1e-10)
 
 
+def test_fit_seed_draws_only_the_fitting_contexts(reference):
+    """Another fitting sample gives other preconditioners (block 1 excepted: it is exact), and
+    the same test contexts: the same per-context losses under the same preconditioners."""
+    other = greedy_reference(TASK, reference.features, fit_contexts=6000, test_contexts=3000,
+                             batch_size=1500, fit_seed=1)
+    same = greedy_reference(TASK, reference.features, fit_contexts=6000, test_contexts=3000,
+                            batch_size=1500, fit_seed=0)
+    assert np.array_equal(same.loss, reference.loss)
+    assert np.array_equal(other.gammas[0], reference.gammas[0])
+    assert not np.allclose(other.gammas[1], reference.gammas[1])
+    assert not np.allclose(other.fit_loss[1:], reference.fit_loss[1:])
+    assert other.loss[0] == reference.loss[0]  # same test contexts, same exact first block
+    # the test contexts are seed's: other's gammas on them give other's test losses
+    losses = recursion_losses(TASK, other.features, other.gammas, 3000, 0, STREAM_TEST, 1500)
+    assert np.allclose(losses.mean(axis=0), other.loss, rtol=1e-12)
+
+
 def test_bad_input_is_refused_before_any_work():
     with pytest.raises(ConfigError, match="noise-free"):
         greedy_reference(TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2, noise_std=0.1),
                          schedule_features(TASK, 3, 2))
     with pytest.raises(ConfigError, match="fit_contexts"):
         greedy_reference(TASK, schedule_features(TASK, 3, 2), fit_contexts=0)
+    with pytest.raises(ConfigError, match="fit_seed"):
+        greedy_reference(TASK, schedule_features(TASK, 3, 2), fit_seed=-1)
     with pytest.raises(ConfigError, match="gammas"):
         recursion_losses(TASK, schedule_features(TASK, 3, 2), [np.zeros((6, 6))], 10)

@@ -2,7 +2,8 @@ r"""Chapter 5's figures of the depth study (:mod:`nlicl_lib.experiments.depth_st
 result drawn next to the reference it is compared with.
 
 - :func:`depth_figure`: normalised loss against depth $L$ for every slot count of a study:
-  trained stacks, the greedy references (Proposition 15 (prop-greedy-reference)), the best single
+  trained stacks, the greedy references (Proposition 15 (prop-greedy-reference); mean and spread
+  over their fitting samples, :func:`reference_spread`), the best single
   block with $m$ slots and the best single block of any size (Proposition 12 (prop-capacity));
 - :func:`weights_figure`: the same trained stacks and references against their number of
   trained weights, $L\,\big((d + m)^2 + 2hd + mh\big)$ with $h = m$
@@ -27,7 +28,7 @@ from nlicl_lib.book.plots import (
     theory_trace,
     trained_trace,
 )
-from nlicl_lib.experiments.depth_study import stack_weights
+from nlicl_lib.experiments.depth_study import reference_samples, stack_weights
 from nlicl_lib.experiments.depth_sweep import shape_key
 
 
@@ -42,11 +43,16 @@ def _trained(study: dict, m: int) -> tuple[list[int], list[float], list[float]]:
             _normalised(study, [2 * r["std_error"] for r in runs]))
 
 
-def _reference(study: dict, m: int) -> tuple[list[int], list[float], list[float]]:
-    ref = study["references"][str(m)]
-    depths = list(range(1, len(ref["loss"]) + 1))
-    return (depths, _normalised(study, ref["loss"]),
-            _normalised(study, [2 * e for e in ref["std_error"]]))
+def reference_spread(study: dict, m: int) -> tuple[list[int], np.ndarray, np.ndarray,
+                                                    np.ndarray]:
+    """The greedy reference with ``m`` slots per depth, normalised: the mean over its fitting
+    samples, and the lowest and highest of every sample's estimate ∓ 2 standard errors (over
+    the test contexts): the error bars of the figures."""
+    samples = reference_samples(study, m)
+    errors = np.asarray(study["references"][str(m)]["fit_samples"]["std_error"]) / study[
+        "null_loss"]
+    return (list(range(1, samples.shape[1] + 1)), samples.mean(axis=0),
+            (samples - 2 * errors).min(axis=0), (samples + 2 * errors).max(axis=0))
 
 
 def _reference_name(study: dict, m: int) -> str:
@@ -62,16 +68,22 @@ def _trace_pairs(study: dict, x_of: Callable[[int, int], float]) -> list[go.Scat
         depths, loss, error = _trained(study, m)
         traces.append(trained_trace([x_of(m, L) for L in depths], loss,
                                     f"trained, m = {m} slots", color=color, error_y=error))
-        depths, loss, error = _reference(study, m)
-        traces.append(theory_trace([x_of(m, L) for L in depths], loss, _reference_name(study, m),
-                                   color=color, dash="dash" if index == 0 else "longdash",
-                                   error_y={"type": "data", "array": error, "visible": True}))
+        depths, mean, low, high = reference_spread(study, m)
+        traces.append(theory_trace([x_of(m, L) for L in depths], mean.tolist(),
+                                   _reference_name(study, m), color=color,
+                                   dash="dash" if index == 0 else "longdash",
+                                   error_y={"type": "data", "symmetric": False,
+                                            "array": (high - mean).tolist(),
+                                            "arrayminus": (mean - low).tolist(),
+                                            "visible": True}))
     return traces
 
 
 def depth_figure(study: dict, title: str) -> go.Figure:
-    """Normalised test loss against depth for every slot count of ``study`` (2 standard errors
-    as error bars), with the best single block of each size as horizontal lines."""
+    """Normalised test loss against depth for every slot count of ``study``, with the best
+    single block of each size as horizontal lines. Error bars: 2 standard errors of a trained
+    stack; a reference's span its fitting samples' estimates ± 2 standard errors
+    (:func:`reference_spread`), its line their mean."""
     fig = new_figure(title, "depth L (blocks)", "test loss / E[y²]", log_y=True)
     fig.update_yaxes(dtick="D2")  # labels at 1, 2, 5 of each decade: two decades stay readable
     for trace in _trace_pairs(study, lambda m, L: L):
@@ -112,14 +124,14 @@ def curves_figure(studies: dict[str, dict], title: str) -> go.Figure:
                 labels.append(label)
                 curve = _normalised(study, run["history"])
                 steps = (np.arange(len(curve)) + 1) * window
-                reference = study["references"][str(m)]["loss"][L - 1] / study["null_loss"]
+                reference = float(reference_samples(study, m)[:, L - 1].mean())
                 panels[(label,)] = [
                     trained_trace(steps, curve, "batch loss (mean of 25 steps)", mode="lines"),
                     trained_trace([steps[-1]], [run["loss"] / study["null_loss"]],
                                   "test loss after training", color=COLORS["trained2"],
                                   mode="markers", marker={"size": 10}),
                     theory_trace([steps[0], steps[-1]], [reference] * 2,
-                                 "reference of the same shape"),
+                                 "reference of the same shape (mean of its fitting samples)"),
                 ]
     base = new_figure(title, "training step", "loss / E[y²]", log_y=True)
     return slider_figure(base, panels, ["run"], [labels])

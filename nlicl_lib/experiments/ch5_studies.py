@@ -9,16 +9,19 @@ $$r^{(\ell)}_i = r^{(\ell-1)}_i - \psi_\ell(x_i)^\top\Gamma_\ell\, g_\ell, \qqua
 \hat y = \sum_\ell \psi_\ell(x_{n+1})^\top\Gamma_\ell\, g_\ell,$$
 
 the reference with the greedy $\Gamma_\ell$ of Proposition 15 (prop-greedy-reference), whose
-loss can only fall with depth. Losses are printed over $\mathbb E[y^2]$.
+exact loss can only fall with depth (its Monte Carlo estimate need not: the committed studies
+hold it for several fitting samples). Losses are printed over $\mathbb E[y^2]$.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from nlicl_lib.core.errors import ConfigError, check_int
 from nlicl_lib.core.tasks import TaskConfig
-from nlicl_lib.experiments.depth_study import budget_pairs
+from nlicl_lib.experiments.depth_study import budget_pairs, reference_samples
 from nlicl_lib.experiments.depth_sweep import DepthSweep, depth_sweep, shape_key
 from nlicl_lib.theory.closed_forms import kernel_features, null_loss, one_step_gd_optimum
 from nlicl_lib.theory.depth import GreedyReference, greedy_reference, schedule_features
@@ -27,21 +30,43 @@ from nlicl_lib.training.train import TrainConfig
 
 def study_report(study: dict) -> str:
     r"""A committed depth study's table: per depth $L$ (up to the deepest), the trained stack
-    of each slot count (``-`` where none was trained) and its greedy reference."""
+    of each slot count (``-`` where none was trained) and its greedy reference (mean over the
+    fitting samples, :func:`~nlicl_lib.experiments.depth_study.reference_samples`)."""
     null = study["null_loss"]
+    means = {m: reference_samples(study, m).mean(axis=0) for m in study["slots"]}
+    first = study["references"][str(study["slots"][0])]
     lines = [f"{len(study['trained'])} stacks, {study['training']['steps']} steps of "
              f"{study['training']['batch_size']} prompts, {study['train_seconds']:.0f} s on "
-             f"{study['device']};\ntest: "
-             f"{study['references'][str(study['slots'][0])]['test_contexts']:,} fresh contexts",
-             " L" + "".join(f"   trained m={m}   reference" for m in study["slots"])
+             f"{study['device']};\ntest: {first['test_contexts']:,} fresh contexts; references: "
+             f"mean of {len(first['fit_samples']['loss'])} fitting samples",
+             " L" + "".join(f"   trained m={m:<2d}  reference" for m in study["slots"])
              + "  (loss / E[y²])"]
     for L in range(1, max(study["depths"]) + 1):
         row = f" {L}"
         for m in study["slots"]:
             run = study["trained"].get(shape_key(m, L))
             row += f"   {run['loss'] / null:.4f}" if run else "         - "
-            row += f"      {study['references'][str(m)]['loss'][L - 1] / null:.4f}"
+            row += f"      {means[m][L - 1]:.4f}"
         lines.append(row)
+    return "\n".join(lines)
+
+
+def reference_spread_report(study: dict) -> str:
+    r"""Every greedy reference of a committed study over its fitting samples (each of
+    :data:`~nlicl_lib.experiments.depth_study.FIT_CONTEXTS` contexts, all measured on the same
+    test contexts): per depth each sample's test loss, their median, and the largest single
+    test context's share of the loss in any sample."""
+    lines = []
+    for m in study["slots"]:
+        ref = study["references"][str(m)]
+        samples, shares = reference_samples(study, m), np.asarray(ref["fit_samples"]["worst_share"])
+        seeds = ref["fit_samples"]["fit_seeds"]
+        lines += [f"reference m = {m}: fitting samples of {ref['fit_contexts']:,} contexts,",
+                  f"  fit seeds {', '.join(map(str, seeds))}; loss / E[y²]",
+                  " L" + "".join(f"   seed {s}" for s in seeds) + "   median   largest share"]
+        for L in range(1, samples.shape[1] + 1):
+            lines.append(f" {L}" + "".join(f"   {v:.4f}" for v in samples[:, L - 1])
+                         + f"   {np.median(samples[:, L - 1]):.4f}   {shares[:, L - 1].max():6.1%}")
     return "\n".join(lines)
 
 
@@ -59,20 +84,34 @@ def budget_report(study: dict, narrow: int, wide: int) -> str:
 
 
 def narrow_study_report(study: dict) -> str:
-    r"""A study of one slot count $m < p_2$: the best single block with $m$ slots and with all
-    $p_2$ (token size $D = d + p_2 + 1$), then per depth the trained stack (± standard error),
-    its reference and the largest test context's share of its loss."""
-    null, (m,) = study["null_loss"], study["slots"]
+    r"""A study whose narrowest slot count $m$ is below $p_2$: the best single block with $m$
+    slots and with all $p_2$ (token size $D = d + p_2 + 1$), then per depth every slot count's
+    trained stack (± standard error) and reference (mean over the fitting samples), and, with
+    two slot counts, narrow / wide at equal depth (trained, and references)."""
+    null, slots = study["null_loss"], list(study["slots"])
     d, n, p2 = study["task"]["input_dim"], study["task"]["context_length"], study["p2"]
-    lines = [f"d = {d}, n = {n}, m = {m} slots; best single block with {m} slots "
-             f"{study['single_block'][str(m)] / null:.4f},\n  with all {p2} "
-             f"{study['kernel_optimum'] / null:.4f} (D = {d + p2 + 1})",
-             f" L   trained m={m}          reference   largest context's share"]
+    m = slots[0]
+    means = {k: reference_samples(study, k).mean(axis=0) for k in slots}
+    samples = len(study["references"][str(m)]["fit_samples"]["loss"])
+    lines = [f"d = {d}, n = {n}; best single block with {m} slots "
+             f"{study['single_block'][str(m)] / null:.4f},",
+             f"  with all {p2} {study['kernel_optimum'] / null:.4f} (D = {d + p2 + 1})",
+             f"references: mean of {samples} fitting samples"
+             + (f"; m={slots[0]} / m={slots[1]}: trained, references" if len(slots) == 2
+                else ""),
+             " L" + "".join(f"   {'trained m=' + str(k):15s}  {'ref':6s}" for k in slots)
+             + ("   trained    ref" if len(slots) == 2 else "")]
     for L in study["depths"]:
-        run = study["trained"][shape_key(m, L)]
-        lines.append(f" {L}   {run['loss'] / null:.4f} ± {run['std_error'] / null:.4f}"
-                     f"    {study['references'][str(m)]['loss'][L - 1] / null:.4f}"
-                     f"      {run['worst_share']:6.1%}")
+        row = f" {L}"
+        for k in slots:
+            run = study["trained"][shape_key(k, L)]
+            row += (f"   {run['loss'] / null:.4f} ± {run['std_error'] / null:.4f}"
+                    f"  {means[k][L - 1]:.4f}")
+        if len(slots) == 2:
+            ratio = (study["trained"][shape_key(slots[0], L)]["loss"]
+                     / study["trained"][shape_key(slots[1], L)]["loss"])
+            row += f"   {ratio:7.2f}  {means[slots[0]][L - 1] / means[slots[1]][L - 1]:5.2f}"
+        lines.append(row)
     return "\n".join(lines)
 
 

@@ -436,8 +436,8 @@ class GreedyReference:
 
 def greedy_reference(task: TaskConfig, feature_blocks: Sequence[PolyMap],
                      fit_contexts: int = 100_000, test_contexts: int = 40_000, seed: int = 0,
-                     batch_size: int = 10_000, device: torch.device | str = "cpu"
-                     ) -> GreedyReference:
+                     batch_size: int = 10_000, device: torch.device | str = "cpu",
+                     fit_seed: int | None = None) -> GreedyReference:
     r"""The block-coordinate recursion on the features ``feature_blocks`` $\psi_1, \dots,
     \psi_L$ with greedily optimal preconditioners: $\Gamma_\ell$ minimises the test loss given
     $\Gamma_1, \dots, \Gamma_{\ell-1}$, Proposition 15 (prop-greedy-reference).
@@ -461,18 +461,23 @@ def greedy_reference(task: TaskConfig, feature_blocks: Sequence[PolyMap],
     ``STREAM_REFERENCE``, never the test contexts), solved with pseudo-inverses (padded zero
     slots). The losses are measured on ``test_contexts`` fresh contexts of the test stream.
     Noise-free isotropic polynomial tasks.
+
+    ``seed`` draws both context samples; ``fit_seed`` (default: ``seed``) draws the fitting
+    contexts alone, so that references fitted on independent samples can be measured on the same
+    test contexts (the spread over fitting samples, chapter 5).
     """
     blocks = _check_recursion(task, feature_blocks)
     fit_contexts = check_int("fit_contexts", fit_contexts, minimum=1)
     test_contexts = check_int("test_contexts", test_contexts, minimum=2)
     batch_size = check_int("batch_size", batch_size, minimum=1)
+    fit_seed = seed if fit_seed is None else check_int("fit_seed", fit_seed, minimum=0)
     device = resolve_device(device)
     start = time.perf_counter()
     algebra = _RecursionAlgebra(task, blocks, device)
     first = one_step_gd_optimum(task.target_features, blocks[0], task.context_length,
                                 task.noise_std)
     gammas = [np.asarray(first.gamma, dtype=np.float64)]
-    fit_moments = algebra.empirical(fit_contexts, seed, STREAM_REFERENCE, batch_size)
+    fit_moments = algebra.empirical(fit_contexts, fit_seed, STREAM_REFERENCE, batch_size)
     w = algebra.start(fit_contexts)
     fit = []
     for ell in range(len(blocks)):

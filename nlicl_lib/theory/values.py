@@ -61,7 +61,7 @@ def theory_values(task: TaskConfig, config: ModelConfig) -> TheoryValues:
       a noise-free polynomial task of degree $\\le 3$: the greedy block-coordinate reference of
       Proposition 15 (prop-greedy-reference) over monomial blocks of $m$, each $\\Gamma_\\ell$
       the best given the earlier ones (:func:`nlicl_lib.theory.depth.bcd_reference_loss`; Monte Carlo
-      over contexts, seconds), a reference whose loss can only fall with depth, not an optimum.
+      over contexts, seconds), a reference whose exact loss can only fall with depth, not an optimum.
     """
     config = config.resolved(task)
     null = closed_forms.null_loss(task)
