@@ -1,6 +1,7 @@
 """Write chapter 5's depth study (nlicl_lib/data/depth_study.json): trained GLU-LSA stacks of
-depth 1 to 8 and the greedy block-coordinate references (each fitted on FIT_SAMPLES independent samples), for
-every study in nlicl_lib.experiments.depth_study.STUDIES. About 25 minutes on two CPU cores.
+depth 1 to 8 and the greedy block-coordinate references (each fitted on FIT_SAMPLES independent
+samples), for every study in nlicl_lib.experiments.depth_study.STUDIES. About 10 minutes on two
+idle CPU cores (three times that and more on a busy machine: torch threads then spin).
 
     python tools/make_depth_study.py                  # every study, every part
     python tools/make_depth_study.py --only d3 --parts references --merge   # keep the rest
