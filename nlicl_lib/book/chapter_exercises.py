@@ -334,7 +334,8 @@ def _exercise_4_1(coefficients: Sequence[float]) -> None:
 
 def exercise_4_2(slots: int | None) -> None:
     r"""Exercise 4.2 (derive first): the slots one block needs for every monomial of degree 2
-    and 3 in $d = 4$ variables, $m = \sum_{j=2}^{k} p_j$ with $p_j = \binom{d+j-1}{j}$
+    and 3 in $d = 4$ variables, one per slot (Proposition 12 (prop-capacity)):
+    $m = \sum_{j=2}^{k} p_j$ with $p_j = \binom{d+j-1}{j}$
     (:func:`~nlicl_lib.theory.capacity.required_embedding`); exact."""
     exercises.attempt("4.2", _exercise_4_2, slots=slots)
 
