@@ -1,17 +1,23 @@
 r"""Exercises that check themselves: assert-based comparisons with theory, with hints.
 
 A chapter's exercise is a function of what the reader chooses (a learning rate, a feature
-map, a depth) that trains or computes something and ends with a check::
+map, a depth) that trains or computes something and ends with a check; the chapters' exercises
+live in :mod:`nlicl_lib.book.chapter_exercises`, one function each::
 
-    def exercise_2_1(depth):
+    def exercise_2_2(depth):                              # what the page's cell calls
+        exercises.attempt("2.2", _exercise_2_2, depth=depth)
+
+    def _exercise_2_2(depth):
         result = run_experiment(...)                      # the reader's run
-        return exercises.check_at_least(
-            result.test_loss / result.theory.null_loss, 1.0, exercise="2.1",
+        exercises.check_at_least(
+            result.normalised_test_loss, 1.0, exercise="2.2",
             what="test loss / E[y^2]", hint="...",
             theory=f"the zero predictor ({ref('cor-linear-bound')})")  # from nlicl_lib.core.book_refs
 
-    depth = None          # <- the reader's choice
-    exercises.attempt("2.1", exercise_2_1, depth=depth)
+and the page's cell is the import, the reader's line and the call::
+
+    depth = None  # the number of LSA layers L, 2 or more
+    exercise_2_2(depth)
 
 :func:`attempt` runs the exercise once every answer is set (``None`` means not yet: it then
 says what to set, so *Run all* never stops at an exercise). A check that fails raises
