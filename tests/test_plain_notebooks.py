@@ -215,3 +215,11 @@ def test_figure_labels_become_the_numbers_the_site_gives_them(tmp_path):
     # the Binder pages resolve the book's own figure references
     binder = binder_pages.resolver("book/ch2_b", book)
     assert binder.labels == numbers
+
+
+def test_a_sphinx_glossary_becomes_a_definition_list():
+    lines = ["in-context learning", "  Solving a task", "  from examples.", "",
+             "linear self-attention", "LSA", "  Attention without softmax."]
+    assert plain._glossary_deflist(lines) == [
+        "in-context learning", ": Solving a task", "  from examples.", "",
+        "linear self-attention, LSA", ": Attention without softmax."]

@@ -156,6 +156,32 @@ def _quote(lines: list[str]) -> list[str]:
     return [f"> {line}" if line.strip() else ">" for line in lines]
 
 
+def _glossary_deflist(lines: list[str]) -> list[str]:
+    """A Sphinx glossary's lines (terms flush left, definitions indented) as a definition list:
+    each term on its line (several terms of one definition joined by commas), its definition's
+    first line after ": ", the rest indented."""
+    out: list[str] = []
+    starting = False
+    for line in lines:
+        if not line.strip():
+            out.append("")
+            continue
+        if not line.startswith((" ", "\t")):  # a term
+            if starting:  # one definition for several terms: a definition list takes one line
+                out[-1] = f"{out[-1]}, {line.strip()}"
+                continue
+            if out and out[-1].strip():
+                out.append("")
+            out.append(line.strip())
+            starting = True
+        elif starting:
+            out.append(f": {line.strip()}")
+            starting = False
+        else:
+            out.append(f"  {line.strip()}")
+    return out
+
+
 def _directive(name: str, fence: str, argument: str, body: list[str], resolver: Resolver,
                values: list[str]) -> list[str]:
     options, content = _options(body)
@@ -168,6 +194,13 @@ def _directive(name: str, fence: str, argument: str, body: list[str], resolver: 
         title = _roles(argument, resolver, values)
         return [f"({label})=", f"{fence}{{admonition}} {kind} {number}" + (f" ({title})" if title else ""),
                 ":class: note", "", *inner, fence]
+    if name == "glossary":
+        # Sphinx's glossary is indented (term, then its definition indented); mystmd's, and
+        # plain Markdown, take a definition list ("term", then ": definition")
+        entries = _glossary_deflist(inner)
+        if resolver.for_binder:
+            return [f"{fence}{{glossary}}", *entries, fence]
+        return entries
     if resolver.for_binder and name not in GATES and name != "nlicl-run-times":
         # jupyterlab-myst draws it: only the roles inside are rewritten
         head = f"{fence}{{{name}}}" + (f" {_roles(argument, resolver, values)}" if argument else "")
