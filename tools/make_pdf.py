@@ -113,7 +113,7 @@ def join(printed: list[tuple[str, bytes, int]], out: Path) -> int:
     for title, pdf, _ in printed:
         start = len(writer.pages)
         writer.append(PdfReader(io.BytesIO(pdf)))
-        writer.add_outline_item(title, start)
+        writer.add_outline_item(title=title, page_number=start)
     writer.add_metadata({"/Title": "How Transformers learn nonlinear functions in context"})
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile(dir=out.parent, suffix=".pdf.tmp", delete=False) as tmp:

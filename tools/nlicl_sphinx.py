@@ -244,7 +244,7 @@ def drop_thebe(app: Any, pagename: str, templatename: str, context: dict, doctre
 
 ICON_SCRIPT = "_static/scripts/fontawesome.js"
 _ICON_SCRIPT_TAG = re.compile(r'[ \t]*<script[^>]*src="[^"]*scripts/fontawesome\.js[^"]*"[^>]*></script>\n?')
-_ICON_TAG = re.compile(r'<i class="([^"]*\bfa-[^"]*)"([^>]*)></i>')
+_ICON_TAG = re.compile(r'<(i|span) class="([^"]*\bfa-[^"]*)"([^>]*)></\1>')
 _ICON_PACKS = {"fab": "brands", "far": "regular", "fas": "solid"}
 _PACK_CLASSES = {"fab": "brands", "fa-brands": "brands", "far": "regular", "fa-regular": "regular",
                  "fas": "solid", "fa-solid": "solid"}
@@ -268,10 +268,10 @@ def icon_paths(script: str) -> dict[str, dict[str, tuple[int, int, str]]]:
 
 
 def inline_icon_tags(html: str, packs: dict[str, dict[str, tuple[int, int, str]]]) -> str:
-    """``html`` with every ``<i class="fa-... fa-NAME">`` whose icon is in ``packs`` written as its
+    """``html`` with every empty ``<i>`` or ``<span class="fa-... fa-NAME">`` whose icon is in ``packs`` written as its
     SVG (classes and attributes kept) and the icon script's ``<script>`` tag removed."""
     def svg(match: re.Match) -> str:
-        classes, attributes = match.group(1).split(), match.group(2)
+        classes, attributes = match.group(2).split(), match.group(3)
         pack = next((_PACK_CLASSES[c] for c in classes if c in _PACK_CLASSES), "solid")
         names = [c[3:] for c in classes if c.startswith("fa-") and c not in _NOT_ICONS]
         icon = next((packs.get(pack, {}).get(name) for name in names

@@ -260,8 +260,8 @@ def free_stack_report(data: dict) -> str:
     of the GD-form stack's predictions by the reference's."""
     null = data["null_loss"]
     lines = [f"{len(data['rows'])} free stacks, {data['training']['steps']} steps of "
-             f"{data['training']['batch_size']} prompts, {data['seconds']:.0f} s in all on "
-             f"{data['device']} (torch {data['torch']});",
+             f"{data['training']['batch_size']} prompts,",
+             f"{data['seconds']:.0f} s in all on {data['device']} (torch {data['torch']});",
              f"test: {data['test_prompts']:,} fresh prompts, loss / E[y²] ± standard error",
              " L   free stack        GD-form stack     greedy reference"]
     for key, row in data["rows"].items():

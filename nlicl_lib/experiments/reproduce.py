@@ -280,6 +280,6 @@ def experiment_list_html(rows: list[Row]) -> str:
         experiment = EXPERIMENTS[row.experiment]
         reference = ("no reference" if row.reference_name is None else
                      f"reference: {escape(row.reference_name)} ({escape(row.reference_kind or '')})")
-        items.append(f"<dt><code>{escape(row.experiment)}</code> (chapter {experiment.chapter})</dt>"
+        items.append(f"<dt><strong>{escape(row.experiment)}</strong> (chapter {experiment.chapter})</dt>"
                      f"<dd>{escape(experiment.description)}; {reference}.</dd>")
     return f'<dl class="nlicl-experiments">{"".join(items)}</dl>'

@@ -279,10 +279,11 @@ def test_pages_get_svg_icons_and_lose_the_icon_script() -> None:
     page = ('<head>\n    <script defer src="../_static/scripts/fontawesome.js?digest=abc"></script>\n'
             '</head><body><i class="fa-solid fa-bars"></i>'
             '<i class="theme-switch fa-solid fa-sun  fa-lg" data-mode="light" aria-hidden="true"></i>'
-            '<i class="fab fa-github"></i><i class="fa-solid fa-no-such-icon"></i></body>')
+            '<i class="fab fa-github"></i><i class="fa-solid fa-no-such-icon"></i>'
+            '<span class="fa-solid fa-bars"></span></body>')
     out = nlicl_sphinx.inline_icon_tags(page, packs)
     assert "fontawesome.js" not in out
-    assert out.count("<svg ") == 3 and out.count('aria-hidden="true"') == 3
+    assert out.count("<svg ") == 4 and out.count('aria-hidden="true"') == 4
     assert 'data-mode="light"' in out and 'viewBox="0 0 496 512"' in out
     assert '<i class="fa-solid fa-no-such-icon"></i>' in out  # left to the icon font
     assert nlicl_sphinx.inline_icon_tags(out, packs) == out  # idempotent
