@@ -35,7 +35,7 @@ class StubRun:
                                       theory=SimpleNamespace(theory_loss=theory_loss))
         self.calls = []
 
-    def __call__(self, task, model, train, progress=None):
+    def __call__(self, task, model, train, progress=None, theory=True):
         self.calls.append((task, model, train))
         return self.result
 

@@ -373,3 +373,14 @@ def test_sample_inputs_are_the_inputs_of_sample_prompts(task):
     for batch in (1, PART_SIZE + 3):
         prompts = sample_prompts(task, batch, 3, 5, "cpu", 4, torch.float64)
         assert torch.equal(sample_inputs(task, batch, 3, 5, "cpu", 4, torch.float64), prompts.x)
+
+
+def test_run_experiment_can_skip_the_theory_values():
+    from nlicl_lib import run_experiment
+    task = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2)
+    model = ModelConfig(kind="glu-lsa", depth=2, feature_slots=3, glu_reads="x")
+    result = run_experiment(task, model, TrainConfig(steps=2, batch_size=50), "cpu",
+                            progress=False, theory=False, max_test_prompts=2_000)
+    assert result.theory.theory_loss is None and result.theory.null_loss == 15.0
+    with pytest.raises(ConfigError, match="theory"):
+        run_experiment(task, model, TrainConfig(steps=2, batch_size=50), "cpu", theory="no")

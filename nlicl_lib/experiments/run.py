@@ -21,6 +21,7 @@ from nlicl_lib.core.models import (
     build_model,
 )
 from nlicl_lib.core.tasks import TaskConfig
+from nlicl_lib.theory.closed_forms import null_loss
 from nlicl_lib.theory.depth import is_gd_form_stack
 from nlicl_lib.theory.values import (
     MAX_EXACT_FEATURE_DEGREE,
@@ -97,17 +98,23 @@ def run_experiment(
     callback: Callable[[int, float], bool | None] | None = None,
     eval_batch_size: int = 20000,
     max_test_prompts: int = 2_000_000,
+    theory: bool = True,
 ) -> ExperimentResult:
-    """Validate everything, then train, evaluate and compare with theory. ``eval_batch_size``
+    r"""Validate everything, then train, evaluate and compare with theory. ``eval_batch_size``
     is the batch of the test-loss estimate (smaller: less memory for long contexts);
     ``max_test_prompts`` caps its prompts when ``relative_error`` is not reached sooner (a
-    heavy-tailed loss)."""
+    heavy-tailed loss). ``theory=False`` skips the theory values but $\mathbb E[y^2]$ (for a
+    caller that compares with its own reference: a deep stack's Monte Carlo reference takes
+    seconds and hundreds of MB)."""
     device = resolve_device(device)
     for name, value, kind in (("task", task, TaskConfig), ("model", model_config, ModelConfig),
                               ("train", train_config, TrainConfig)):
         if not isinstance(value, kind):
             raise ConfigError(name, type(value).__name__, f"a {kind.__name__}")
-    values = theory_values(task, model_config)
+    if not isinstance(theory, bool):
+        raise ConfigError("theory", theory, "True or False")
+    values = (theory_values(task, model_config) if theory
+              else TheoryValues(null_loss(task), None, None, None))
     model = build_model(model_config, task, device, seed=train_config.seed)
     training = train(model, task, train_config, device, progress, callback)
     start = time.perf_counter()
