@@ -39,7 +39,7 @@ from nlicl_lib.theory import capacity, closed_forms
 from nlicl_lib.theory.constructions import polynomial_kernel_gamma
 from nlicl_lib.theory.depth import bcd_reference_loss, stack_slot_features
 from nlicl_lib.theory.linearity import best_affine_loss
-from nlicl_lib.training.train import TrainConfig
+from nlicl_lib.training.settings import default_train_config
 
 #: the degree-<=2 task of chapters 2 to 5: d = 3, n = 20, every monomial of degree 1 and 2
 QUADRATIC_TASK = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2)
@@ -61,8 +61,10 @@ def exercise_1_1(learning_rate: float | None) -> None:
 
 def _exercise_1_1(learning_rate: float) -> None:
     task = TaskConfig(kind="linear", input_dim=LINEAR_DIM, context_length=LINEAR_CONTEXT)
-    train = TrainConfig(steps=300, batch_size=1000, learning_rate=learning_rate)
-    result = run_experiment(task, ModelConfig(kind="lsa"), train, progress=False)
+    model = ModelConfig(kind="lsa")
+    train = default_train_config(task, model, steps=300, batch_size=1000,
+                                 learning_rate=learning_rate)
+    result = run_experiment(task, model, train, progress=False)
     exercises.check_close(
         result.test_loss, result.theory.theory_loss, rel=0.02, exercise="1.1",
         what="test loss", title="A learning rate that reaches the optimum",
@@ -94,8 +96,9 @@ def _exercise_1_2(predicted_loss: float, d: int, n: int, sigma: float) -> None:
              "Sigma = I_d (so tr Sigma = d): see where sigma**2 enters Gamma*, then simplify "
              "L* = tr Sigma - tr(Sigma² Gamma*).")
     task = TaskConfig(kind="linear", input_dim=d, context_length=n, noise_std=sigma)
-    train = TrainConfig(steps=300, batch_size=1000, learning_rate=0.02)
-    result = run_experiment(task, ModelConfig(kind="lsa"), train, progress=False)
+    model = ModelConfig(kind="lsa")
+    train = default_train_config(task, model, steps=300, batch_size=1000, learning_rate=0.02)
+    result = run_experiment(task, model, train, progress=False)
     exercises.check_close(
         result.test_loss, predicted_loss, rel=0.03, exercise="1.2", title=title,
         what="trained test loss", theory="your L*", hint="train longer (more steps).")
@@ -159,8 +162,9 @@ def _exercise_2_1(bound_fraction: float) -> None:
         hint="E[y²] is a sum of E[(x^α)²] over the task's monomials (E[x_j⁴] = 3, "
              "E[x_j² x_k²] = 1); then ask which monomials a linear function of x can explain: "
              f"which have a non-zero E[x x^α] ({ref('lem-gaussian-moments')})?")
-    train = TrainConfig(steps=300, batch_size=500, learning_rate=0.01)
-    result = run_experiment(task, ModelConfig(kind="lsa", depth=2), train, progress=False)
+    model = ModelConfig(kind="lsa", depth=2)
+    train = default_train_config(task, model, steps=300, batch_size=500, learning_rate=0.01)
+    result = run_experiment(task, model, train, progress=False)
     exercises.check_at_least(
         result.normalised_test_loss, exact, rel=0.03, exercise="2.1", title=title,
         what="two-layer LSA's test loss / E[y²]", theory=f"the bound ({ref('cor-linear-bound')})",
@@ -176,8 +180,10 @@ def exercise_2_2(depth: int | None) -> None:
 
 
 def _exercise_2_2(depth: int) -> None:
-    train = TrainConfig(steps=300, batch_size=500, learning_rate=0.02 / depth)
-    result = run_experiment(PURE_QUADRATIC_TASK, ModelConfig(kind="lsa", depth=depth), train,
+    model = ModelConfig(kind="lsa", depth=depth)
+    train = default_train_config(PURE_QUADRATIC_TASK, model, steps=300, batch_size=500,
+                                 learning_rate=0.02 / depth)
+    result = run_experiment(PURE_QUADRATIC_TASK, model, train,
                             progress=False)
     exercises.check_at_least(
         result.normalised_test_loss, 1.0, rel=0.03, exercise="2.2",
@@ -262,7 +268,8 @@ def exercise_3_2(glu_init: str | None) -> None:
 
 def _exercise_3_2(glu_init: str) -> None:
     model = ModelConfig(kind="glu-lsa", glu_init=glu_init)
-    train = TrainConfig(steps=1000, batch_size=500, learning_rate=0.01, seed=1)
+    train = default_train_config(QUADRATIC_TASK, model, steps=1000, batch_size=500,
+                                 learning_rate=0.01, seed=1)
     result = run_experiment(QUADRATIC_TASK, model, train, progress=False)
     exercises.check_close(
         result.test_loss, result.theory.theory_loss, rel=0.02, exercise="3.2",
@@ -360,7 +367,7 @@ def exercise_4_3(slots: int | None, width: int | None) -> None:
 def _exercise_4_3(slots: int, width: int) -> None:
     task = QUADRATIC_TASK
     model = ModelConfig(kind="glu-lsa", feature_slots=slots, glu_width=width)
-    train = TrainConfig(steps=600, batch_size=1000, learning_rate=0.02)
+    train = default_train_config(task, model, steps=600, batch_size=1000, learning_rate=0.02)
     result = run_experiment(task, model, train, progress=False)
     kernel = closed_forms.one_step_gd_optimum(task.target_features,
                                               closed_forms.kernel_features(3, 2), 20)
@@ -416,7 +423,8 @@ def exercise_5_1(depth: int | None) -> None:
 def _exercise_5_1(depth: int) -> None:
     task = QUADRATIC_TASK
     model = ModelConfig(kind="glu-lsa", depth=depth, feature_slots=3, glu_reads="x")
-    train = TrainConfig(steps=600, batch_size=500, learning_rate=0.02 / depth)
+    train = default_train_config(task, model, steps=600, batch_size=500,
+                                 learning_rate=0.02 / depth)
     # compared with the best single block, not the Monte Carlo reference run_experiment would
     # compute (hundreds of MB, which would take the chapter over Binder's 1 GB)
     result = run_experiment(task, model, train, progress=False, theory=False)
