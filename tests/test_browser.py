@@ -1126,6 +1126,19 @@ class TestPhone:
             f"table {p['text']!r} ends at x = {p['right']} in a column ending at {p['column']}"
             for p in problems])
 
+    def test_slider_steps_are_finger_sized_and_announced(self, phone: OpenPage) -> None:
+        # WCAG 2.2 target size (minimum): 24 CSS px per step; each step's label is either drawn
+        # or announced (the ARIA slider's aria-valuetext, set by the page script)
+        problems = []
+        for slider in phone.js(SLIDER_STEPS_JS):
+            where = f"figure {slider['figure']}, slider {slider['index']}"
+            if slider["spacing"] is not None and slider["spacing"] < 24:
+                problems.append(f"{where}: {slider['steps']} steps on a {slider['rail']} px rail, "
+                                f"{slider['spacing']:.1f} px each (want at least 24)")
+            if not slider["valuetext"]:
+                problems.append(f"{where}: no aria-valuetext announcing the step's label")
+        _fail_all(phone.name, "slider steps a finger cannot hit", problems)
+
     def test_no_toolbar_over_a_figure_title(self, phone: OpenPage) -> None:
         problems = []
         for figure in phone.figures():
@@ -1180,6 +1193,24 @@ TABLES_FIT_JS = """() => {
     }
   }
   return problems;
+}"""
+
+SLIDER_STEPS_JS = """() => {
+  const out = [];
+  document.querySelectorAll('.nlicl-plotly').forEach((wrapper) => {
+    const gd = wrapper.querySelector('.js-plotly-plot');
+    if (!gd || !gd._fullLayout) return;
+    const rails = wrapper.querySelectorAll('rect.slider-rail-rect');
+    const groups = wrapper.querySelectorAll('.slider-group');
+    (gd._fullLayout.sliders || []).filter((s) => s.visible).forEach((slider, index) => {
+      const rail = rails[index] ? rails[index].getBoundingClientRect().width : 0;
+      const steps = slider.steps.length;
+      out.push({figure: wrapper.getAttribute('data-nlicl-figure'), index: index, steps: steps,
+                rail: Math.round(rail), spacing: steps > 1 && rail ? rail / (steps - 1) : null,
+                valuetext: groups[index] ? groups[index].getAttribute('aria-valuetext') : null});
+    });
+  });
+  return out;
 }"""
 
 MODEBAR_BOX_JS = """id => {

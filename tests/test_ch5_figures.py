@@ -166,3 +166,17 @@ def test_cubic_study_and_its_construction():
     listing = ch5_analysis.cubic_construction_report(input_dim=3, slots=10)
     assert "x1*slot1[x1^2]" in listing and "x1 x2 x3" in listing
     assert max(len(line) for line in listing.splitlines()) <= ch5_analysis.PRINT_WIDTH
+
+
+def test_training_curves_have_two_short_sliders():
+    # one slider over every run had 24 steps, about 9 px each on a phone: two sliders, the
+    # study and its slots, then the depth, each step a target a finger can hit
+    studies = depth_study.load_studies()
+    fig = depth_figures.curves_figure(studies, "curves")
+    steps = [len(slider.steps) for slider in fig.layout.sliders]
+    shapes = sum(len(study["slots"]) for study in studies.values())
+    assert steps == [shapes, len(studies["d3"]["depths"])] and max(steps) <= 8
+    assert len(fig.data) == 3 * shapes * len(studies["d3"]["depths"])
+    broken = {**studies, "d3": {**studies["d3"], "depths": [1, 2]}}
+    with pytest.raises(ConfigError, match="studies"):
+        depth_figures.curves_figure(broken, "curves")

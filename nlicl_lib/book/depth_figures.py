@@ -28,6 +28,7 @@ from nlicl_lib.book.plots import (
     theory_trace,
     trained_trace,
 )
+from nlicl_lib.core.errors import ConfigError
 from nlicl_lib.experiments.depth_study import reference_samples, stack_weights
 from nlicl_lib.experiments.depth_sweep import shape_key
 
@@ -113,19 +114,25 @@ def weights_figure(study: dict, title: str) -> go.Figure:
 
 def curves_figure(studies: dict[str, dict], title: str) -> go.Figure:
     """Training curves (batch loss, mean of every ``history_window`` steps) of every run, with
-    the run's final test loss and its reference at the same depth."""
-    panels, labels = {}, []
+    the run's final test loss and its reference at the same depth. Two sliders, the study and
+    its slot count, then the depth $L$ (the studies share their depths): each has few enough
+    steps that a finger can hit every one on a phone (one slider over every run had 24)."""
+    depth_lists = {tuple(study["depths"]) for study in studies.values()}
+    if len(depth_lists) != 1:
+        raise ConfigError("studies", sorted(depth_lists), "studies trained at the same depths")
+    depths = list(next(iter(depth_lists)))
+    panels, shapes = {}, []
     for study in studies.values():
         window = study["history_window"]
         for m in study["slots"]:
-            for L in study["depths"]:
+            shape = f"d={study['task']['input_dim']}, m={m}"
+            shapes.append(shape)
+            for L in depths:
                 run = study["trained"][shape_key(m, L)]
-                label = f"d={study['task']['input_dim']}, m={m}, L={L}"
-                labels.append(label)
                 curve = _normalised(study, run["history"])
                 steps = (np.arange(len(curve)) + 1) * window
                 reference = float(reference_samples(study, m)[:, L - 1].mean())
-                panels[(label,)] = [
+                panels[(shape, L)] = [
                     trained_trace(steps, curve, "batch loss (mean of 25 steps)", mode="lines"),
                     trained_trace([steps[-1]], [run["loss"] / study["null_loss"]],
                                   "test loss after training", color=COLORS["trained2"],
@@ -134,4 +141,4 @@ def curves_figure(studies: dict[str, dict], title: str) -> go.Figure:
                                  "reference of the same shape (mean of its fitting samples)"),
                 ]
     base = new_figure(title, "training step", "loss / E[y²]", log_y=True)
-    return slider_figure(base, panels, ["run"], [labels])
+    return slider_figure(base, panels, ["study, slots", "depth L"], [shapes, depths])
