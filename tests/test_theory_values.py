@@ -9,10 +9,12 @@ import pytest
 import torch
 
 from nlicl_lib.core.book_refs import ref
+from nlicl_lib.core.errors import ConfigError
 from nlicl_lib.core.models import ModelConfig, build_model
 from nlicl_lib.core.monomials import PolyMap, monomial_count
 from nlicl_lib.core.tasks import TaskConfig
 from nlicl_lib.theory import closed_forms
+from nlicl_lib.theory import values as values_module
 from nlicl_lib.theory.capacity import best_block, slot_increments
 from nlicl_lib.theory.constructions import gd_lsa, kernel_glu_lsa
 from nlicl_lib.theory.depth import bcd_reference_loss
@@ -269,3 +271,21 @@ def test_a_block_is_called_optimal_only_where_it_meets_the_proven_bound():
     assert short.theory_loss > slot_increments(task).loss(1) * (1 + 1e-6)
     assert not meets_capacity_bound(TaskConfig(kind="poly", input_dim=3, context_length=20,
                                                degree=3), ModelConfig(kind="glu-lsa"), 1.0)
+
+
+def test_the_greedy_reference_takes_fewer_fitting_contexts_when_asked(monkeypatch):
+    seen = {}
+
+    def fake(task, slots, depth, fit_contexts, test_prompts):
+        seen.update(fit=fit_contexts, test=test_prompts)
+        return 1.0, 0.1
+
+    monkeypatch.setattr(values_module, "bcd_reference_loss", fake)
+    task = TaskConfig(kind="poly", input_dim=3, context_length=100, degree=2)
+    stack = ModelConfig(kind="glu-lsa", depth=2, feature_slots=3, glu_reads="x")
+    theory_values(task, stack)
+    assert seen == {"fit": 50_000, "test": 20_000}
+    theory_values(task, stack, reference_contexts=20_000)
+    assert seen["fit"] == 20_000
+    with pytest.raises(ConfigError, match="reference_contexts"):
+        theory_values(task, stack, reference_contexts=10)

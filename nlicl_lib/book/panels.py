@@ -16,8 +16,12 @@ from nlicl_lib.book.widgets import TrainingPanel
 from nlicl_lib.core.errors import ConfigError
 from nlicl_lib.core.models import ModelConfig
 from nlicl_lib.core.tasks import TaskConfig
+from nlicl_lib.theory.values import TheoryValues, theory_values
 from nlicl_lib.training.settings import base_settings, default_train_config
 from nlicl_lib.training.train import TrainConfig
+
+PANEL_REFERENCE_CONTEXTS = 20_000
+"""Fitting contexts of the depth panel's greedy reference (the library's default is 50,000)."""
 
 INPUT_DIM = 3
 """$d$ of every panel: $p_2 = 6$ quadratic monomials, so one full GLU-LSA block has $m = h = 6$."""
@@ -161,7 +165,13 @@ def depth_panel(device: str = "auto") -> TrainingPanel:
                             glu_reads="x" if s["degree"] == 2 or s["depth"] == 1 else "x+slots")
         return task, model, _train(task, model, "panel-ch5", s)
 
-    return TrainingPanel(params, configure, x_param="depth", device=device, theory_curve=False,
+    def theory(task: TaskConfig, model: ModelConfig) -> TheoryValues:
+        # 20,000 fitting contexts instead of 50,000: the reference's memory grows with them, and
+        # a live run (Binder, Colab) must stay under 1 GB with the chapter's other cells
+        return theory_values(task, model, reference_contexts=PANEL_REFERENCE_CONTEXTS)
+
+    return TrainingPanel(params, configure, theory=theory, x_param="depth", device=device,
+                         theory_curve=False,
                          title="Depth: stacks of narrow blocks")
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nlicl_lib.core.book_refs import ref
+from nlicl_lib.core.errors import check_int
 from nlicl_lib.core.models import InContextRegressor, ModelConfig
 from nlicl_lib.core.monomials import PolyMap, monomial_count
 from nlicl_lib.core.tasks import TaskConfig
@@ -41,7 +42,8 @@ LOWER_BOUND = "lower bound"
 """The kind of ``bound_loss``: the best linear predictor, below every attention-only model."""
 
 
-def theory_values(task: TaskConfig, config: ModelConfig) -> TheoryValues:
+def theory_values(task: TaskConfig, config: ModelConfig,
+                  reference_contexts: int = 50_000) -> TheoryValues:
     """The optimum for this model class where theory gives one, the linear bound, E[y^2].
 
     - LSA, depth 1: the best step of preconditioned GD on $x$ (Theorem 5 (thm-linear-optimum)
@@ -62,6 +64,8 @@ def theory_values(task: TaskConfig, config: ModelConfig) -> TheoryValues:
       Proposition 15 (prop-greedy-reference) over monomial blocks of $m$, each $\\Gamma_\\ell$
       the best given the earlier ones (:func:`nlicl_lib.theory.depth.bcd_reference_loss`; Monte Carlo
       over contexts, seconds), a reference whose exact loss can only fall with depth, not an optimum.
+      ``reference_contexts`` is its number of fitting contexts; its memory grows with it (about
+      7 KB a context at $d = 3$, $m = 3$, $n = 100$).
     """
     config = config.resolved(task)
     null = closed_forms.null_loss(task)
@@ -91,8 +95,9 @@ def theory_values(task: TaskConfig, config: ModelConfig) -> TheoryValues:
         kind = (EXACT_OPTIMUM if meets_capacity_bound(task, config, loss) else OPTIMISED_EXACT)
     if (structured and config.depth > 1 and config.glu_reads != "all" and task.kind == "poly"
             and task.degree <= 3 and task.noise_std == 0):
+        fit = check_int("reference_contexts", reference_contexts, minimum=1_000)
         loss, _ = bcd_reference_loss(task, config.feature_slots, config.depth,
-                                     fit_contexts=50_000, test_prompts=20_000)
+                                     fit_contexts=fit, test_prompts=20_000)
         name = (f"greedy block-coordinate reference ({ref('prop-greedy-reference')}): "
                 f"{config.depth} blocks of m={config.feature_slots} monomials, each Gamma the "
                 "best given the earlier ones (Monte Carlo over contexts)")
