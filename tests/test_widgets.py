@@ -410,3 +410,10 @@ def test_chapter_panels_train_at_a_tiny_budget(chapter):
         assert result.experiment.test_loss == pytest.approx(expected.test_loss, rel=1e-6)
         assert result.normalised_theory == pytest.approx(
             expected.theory.theory_loss / expected.theory.null_loss)
+
+
+def test_a_stacks_test_batch_is_a_quarter_of_the_token_budget():
+    long = TaskConfig(kind="poly", input_dim=3, context_length=100, degree=2)
+    stack = ModelConfig(kind="glu-lsa", depth=2, feature_slots=3, glu_reads="x")
+    assert eval_batch_size(long, stack) * 101 <= 20000 * 21 // 4
+    assert eval_batch_size(long, ModelConfig(kind="glu-lsa")) == eval_batch_size(long)

@@ -49,10 +49,14 @@ of steps or the learning rate)."""
 # --- memory --------------------------------------------------------------------------------
 
 
-def eval_batch_size(task: TaskConfig) -> int:
+def eval_batch_size(task: TaskConfig, model: ModelConfig | None = None) -> int:
     """Prompts per batch of a panel's test-loss estimate: the library's 20 000 up to $n = 20$,
-    fewer for longer contexts, so that a batch holds at most :data:`EVAL_TOKENS` tokens."""
-    return max(1000, min(EVAL_BATCH, EVAL_TOKENS // (task.context_length + 1)))
+    fewer for longer contexts, so that a batch holds at most :data:`EVAL_TOKENS` tokens; a
+    quarter of that for a stack of two or more blocks, whose test loss takes one forward pass
+    per coefficient of the task (measured: 312 MiB at $n = 100$ for a batch of 4158 prompts,
+    which took chapter 5 run live over Binder's 1 GB)."""
+    tokens = EVAL_TOKENS // 4 if model is not None and model.depth > 1 else EVAL_TOKENS
+    return max(1000, min(EVAL_BATCH, tokens // (task.context_length + 1)))
 
 
 def estimate_memory_bytes(task: TaskConfig, model: ModelConfig, train_config: TrainConfig
@@ -61,7 +65,8 @@ def estimate_memory_bytes(task: TaskConfig, model: ModelConfig, train_config: Tr
     and a batch of the test-loss estimate (:func:`eval_batch_size` prompts), as
     :func:`nlicl_lib.core.planning.estimate` counts it (the command line's check uses the same
     count). ``bench/panel_memory.py`` compares it with the measured peak."""
-    return planning.estimate(task, model, train_config.batch_size, eval_batch_size(task)).peak_bytes
+    return planning.estimate(task, model, train_config.batch_size,
+                             eval_batch_size(task, model)).peak_bytes
 
 
 def memory_limit_bytes(device: torch.device, cap: int | None = MEMORY_CAP_BYTES) -> int:

@@ -274,7 +274,7 @@ class TrainingPanel:
                     plan.task, plan.model_config, plan.train_config, self.device,
                     progress=False, relative_error=self.relative_error,
                     callback=lambda step, loss: self._on_step(step, loss, steps, stride),
-                    eval_batch_size=eval_batch_size(plan.task))
+                    eval_batch_size=eval_batch_size(plan.task, plan.model_config))
                 theory = self.theory_at(plan.settings)
         except BaseException:
             self.progress.bar_style = "danger"
