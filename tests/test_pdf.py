@@ -5,12 +5,12 @@ Needs the built site and its PDF: ``make book && make pdf`` (``make pdf`` runs t
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from html import unescape
 from pathlib import Path
 
 import pytest
+from notebook_envs import load_tool
 from pypdf import PdfReader
 
 pytestmark = pytest.mark.built
@@ -19,14 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 HTML_DIR = ROOT / "_build" / "html"
 
 
-def _make_pdf():
-    spec = importlib.util.spec_from_file_location("make_pdf", ROOT / "tools" / "make_pdf.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-make_pdf = _make_pdf()
+make_pdf = load_tool("make_pdf")
 PDF = HTML_DIR / make_pdf.PDF_NAME
 
 
