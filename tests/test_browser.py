@@ -94,7 +94,9 @@ CHROMIUM_ARGS = [
 ]
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 MAX_CHAPTER_PAGE_BYTES = 2_000_000  # the HTML file alone
-MAX_CHAPTER_LOAD_BYTES = 4_500_000  # everything a chapter page loads in the browser
+# everything a chapter page loads in the browser: plotly.js's cartesian bundle (1.5 MB), KaTeX
+# (0.28 MB of script and the fonts the page uses), the theme and the page with its figures
+MAX_CHAPTER_LOAD_BYTES = 3_500_000
 # the base every page loads (theme, scripts, icons; no maths, no figures): the theme's 1.49 MB
 # icon script is replaced by inline SVG icons at build time (tools/nlicl_sphinx.py)
 MAX_BASE_LOAD_BYTES = 1_000_000
@@ -228,7 +230,7 @@ FIGURE_TEX = re.compile(r"\$|\\[A-Za-z]+")
 class _ReaderText(HTMLParser):
     """The text of a page's ``<main>`` as a reader sees it: prose and cell outputs.
 
-    Left out: scripts and styles; math (``span.math``/``div.math``: MathJax draws it); code
+    Left out: scripts and styles; math (``span.math``/``div.math``: KaTeX draws it); code
     cells' input (``div.cell_input``) and code blocks (``pre``, ``div.highlight*``) outside
     cell outputs. Kept: everything inside ``div.cell_output`` (printed streams and
     ``text/plain`` results are ``<pre>`` there, ``text/html`` results their own HTML), since
@@ -359,7 +361,7 @@ def test_every_glossary_term_a_chapter_uses_links_to_the_glossary(built: None) -
 
 
 def test_no_raw_tex_in_the_text(built: None) -> None:
-    """TeX outside MathJax: a formula Markdown broke (a line starting with "+ " inside $...$
+    """TeX outside the maths: a formula Markdown broke (a line starting with "+ " inside $...$
     becomes a list item), or TeX a cell printed ("$P_\\ell$" in a print call)."""
     offenders = {}
     for page in PAGES:
@@ -371,7 +373,7 @@ def test_no_raw_tex_in_the_text(built: None) -> None:
                 end = match.end() + 30
         if hits:
             offenders[page] = hits[:3]
-    assert not offenders, f"TeX outside MathJax (the reader sees it raw): {offenders}"
+    assert not offenders, f"TeX outside the maths (the reader sees it raw): {offenders}"
 
 
 _NEWPLOT = re.compile(r"Plotly\.newPlot\(\s*")
@@ -705,7 +707,10 @@ AXE_UNDECIDABLE = {
 # text (the sticky header over the scrolled sidebar), or the text is SVG. Outside figures the
 # test judges such an element itself (window.nlicl.contrastOf: composited ancestors' colours).
 AXE_BACKGROUND_UNKNOWN = {"bgOverlap", "elmPartiallyObscured", "elmPartiallyObscuring",
-                          "outsideViewport"}
+                          "outsideViewport",
+                          # a gradient lies behind it: the scroll cue of a formula's box (the
+                          # judge sees through that one, and only that one: SCROLL_CUE)
+                          "bgGradient"}
 # Figures are skipped whatever the reason: plotly draws their text on its own opaque paper (an
 # SVG rect, which neither axe nor a CSS ancestor walk can see), in colours that do not follow
 # the theme (nlicl_lib.book.display.prepare_figure: white paper, dark text).
@@ -945,6 +950,12 @@ class TestDesktop:
         _fail_all(desktop.name, "blank space under a figure (its box is taller than the plot)",
                   [f"{figure}: {extra} px" for figure, extra in blank if extra > 2])
 
+    def test_log_axes_show_at_least_two_labels(self, desktop: OpenPage) -> None:
+        # every view a slider shows is checked in test_sliders_change_the_figure
+        bare = [f"figure {figure['id']}: {axis}" for figure in desktop.figures()
+                for axis in desktop.js(LOG_AXIS_LABELS_JS, figure["id"]) if axis["labels"] < 2]
+        _fail_all(desktop.name, "log axes with fewer than two tick labels", bare)
+
     def test_sliders_change_the_figure(self, desktop: OpenPage) -> None:
         for figure in desktop.figures():
             for index, slider in enumerate(figure["sliders"]):
@@ -961,6 +972,11 @@ class TestDesktop:
                     )
                     _wait_for_change(desktop, figure["id"], before, f"slider {index}, step {step}")
                     before = desktop.js("id => window.nlicl.snapshot(id)", figure["id"])
+                    bare = [axis for axis in desktop.js(LOG_AXIS_LABELS_JS, figure["id"])
+                            if axis["labels"] < 2]
+                    assert not bare, (
+                        f"{desktop.name}, figure {figure['id']}, slider {index} at step {step}: "
+                        f"log axes with fewer than two tick labels: {bare}")
 
     def test_sliders_work_from_the_keyboard(self, desktop: OpenPage) -> None:
         problems = []
@@ -1054,6 +1070,11 @@ class TestDesktop:
                 f"{desktop.name} loads {size / 1e6:.2f} MB, over {MAX_CHAPTER_LOAD_BYTES / 1e6} MB: "
                 + _largest_responses(desktop.watch))
 
+    def test_every_formula_is_typeset(self, desktop: OpenPage) -> None:
+        # KaTeX leaves a formula it cannot parse as its TeX source (and logs an error)
+        raw = desktop.js(UNTYPESET_MATH_JS)
+        _fail_all(desktop.name, "formulas KaTeX did not typeset", raw)
+
     def test_nothing_failed(self, desktop: OpenPage) -> None:
         desktop.watch.assert_none(desktop.name)
 
@@ -1112,9 +1133,11 @@ class TestPhone:
         _fail_all(phone.name, "overlapping figure text", problems)
 
     def test_maths_fits_or_scrolls_with_a_cue(self, phone: OpenPage) -> None:
-        # MathJax 3 does not break lines: a formula wider than the column must sit in a box
-        # that scrolls sideways (and shows that it does), never run past the screen's edge
-        problems = [p for p in phone.js(WIDER_THAN_COLUMN_JS, "mjx-container")
+        # KaTeX breaks inline formulas only at top-level relations and operators and never
+        # breaks a display: a formula wider than the column must sit in a box that scrolls
+        # sideways (and shows that it does), never run past the screen's edge. Its boxes
+        # (.base) are measured: a display's outer boxes are as wide as the column.
+        problems = [p for p in phone.js(WIDER_THAN_COLUMN_JS, ".katex .base")
                     if not (p["scrolls"] and p["cue"])]
         _fail_all(phone.name, "formulas cut off at 390 px", [
             f"{p['kind']} formula {p['text'][:30]!r} ends at x = {p['right']} in a column ending at "
@@ -1154,6 +1177,22 @@ class TestPhone:
         phone.watch.assert_none(phone.name)
 
 
+UNTYPESET_MATH_JS = """() => Array.from(document.querySelectorAll('span.math, div.math'))
+  .filter((m) => !m.querySelector('.katex') || m.querySelector('.katex-error'))
+  .map((m) => (m.textContent || '').trim().slice(0, 60))"""
+
+LOG_AXIS_LABELS_JS = """id => {
+  // the tick labels each log axis of a figure draws in its current view: a log axis autoscaled
+  // to a slider panel needs at least two to be read
+  const gd = document.getElementById(id);
+  const layout = gd && gd._fullLayout;
+  if (!layout) return [];
+  return Object.keys(layout).filter((k) => /^[xy]axis\\d*$/.test(k))
+    .map((k) => layout[k]).filter((axis) => axis && axis.type === 'log' && axis.visible)
+    .map((axis) => ({axis: axis._id, labels: Array.from(gd.querySelectorAll(`g.${axis._id}tick text`))
+      .filter((t) => (t.textContent || '').trim()).length}));
+}"""
+
 WIDER_THAN_COLUMN_JS = """selector => {
   // the elements matching selector in the article that end past its right edge, each with the
   // nearest box around it that scrolls sideways (if any): whether that box fits the column,
@@ -1161,15 +1200,20 @@ WIDER_THAN_COLUMN_JS = """selector => {
   const column = document.querySelector('article.bd-article') || document.querySelector('main');
   const edge = column.getBoundingClientRect().right + 1;
   const wide = [];
+  const seen = new Set();  // one entry per formula (KaTeX draws one in several boxes)
   for (const element of column.querySelectorAll(selector)) {
     const box = element.getBoundingClientRect();
     if (box.width === 0 || box.right <= edge) continue;
+    const owner = element.closest('.katex') || element;
+    if (seen.has(owner)) continue;
+    seen.add(owner);
+    const source = owner.querySelector('annotation') || owner;  // a formula's TeX
     let scroller = null;
     for (let a = element.parentElement; a && a !== column; a = a.parentElement) {
       if (['auto', 'scroll'].includes(getComputedStyle(a).overflowX)) { scroller = a; break; }
     }
-    wide.push({kind: element.getAttribute('display') === 'true' ? 'display' : 'inline',
-               text: (element.textContent || '').trim().slice(0, 40), right: Math.round(box.right),
+    wide.push({kind: element.closest('.katex-display') ? 'display' : 'inline',
+               text: (source.textContent || '').trim().slice(0, 40), right: Math.round(box.right),
                column: Math.round(edge - 1),
                scrolls: Boolean(scroller && scroller.getBoundingClientRect().right <= edge),
                cue: Boolean(scroller && getComputedStyle(scroller).backgroundImage.includes('gradient'))});

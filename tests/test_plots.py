@@ -292,6 +292,34 @@ def test_log_axes_get_ticks_whose_full_number_labels_do_not_collide() -> None:
     assert twice.layout.yaxis.dtick == 1 and twice.layout.xaxis.dtick is None
 
 
+def test_slider_panels_of_different_spans_get_their_own_log_ticks() -> None:
+    # each panel is autoscaled to its own data: one spacing for all (from every panel's data)
+    # left a panel spanning 1.1 decades with a single label, as chapter 5's training curves had
+    base = plots.new_figure("t", "step", "loss", log_y=True)
+    panels = {("a", 1): [go.Scatter(x=[1, 2], y=[0.3, 4.0])],          # 1.1 decades: 1-2-5
+              ("a", 2): [go.Scatter(x=[1, 2], y=[0.01, 1e8])],         # 10 decades: every 2nd
+              ("b", 1): [go.Scatter(x=[1, 2], y=[0.5, 0.9])],          # under one: every digit
+              ("b", 2): [go.Scatter(x=[1, 2], y=[0.2, 3.0])]}
+    fig = display.prepare_figure(plots.slider_figure(base, panels, ["s", "L"], [["a", "b"], [1, 2]]))
+    assert fig.layout.yaxis.dtick == "D2"  # the first panel's, shown first
+    layouts = fig.layout.meta["nlicl_sliders"]["layouts"]  # the page script's, per panel
+    assert [layout["yaxis.dtick"] for layout in layouts] == ["D2", 2, "D1", "D2"]
+    assert layouts[1]["yaxis.tick0"] == 0
+    # a step alone shows its panel with the other slider at its first value
+    first, second = fig.layout.sliders
+    assert [step.method for step in second.steps] == ["update", "update"]
+    assert [step.args[1]["yaxis.dtick"] for step in second.steps] == ["D2", 2]
+    assert [step.args[1]["yaxis.dtick"] for step in first.steps] == ["D2", "D1"]
+    again = display.prepare_figure(fig)
+    assert again.layout.meta["nlicl_sliders"]["layouts"] == layouts
+    same = plots.slider_figure(plots.new_figure("t", "step", "loss", log_y=True),
+                               {(1,): [go.Scatter(x=[1, 2], y=[0.3, 4.0])],
+                                (2,): [go.Scatter(x=[1, 2], y=[0.2, 3.0])]}, ["L"], [[1, 2]])
+    same = display.prepare_figure(same)
+    assert same.layout.yaxis.dtick == "D2" and "layouts" not in same.layout.meta["nlicl_sliders"]
+    assert [step.method for step in same.layout.sliders[0].steps] == ["restyle", "restyle"]
+
+
 def test_unicode_label_writes_indices_and_powers_as_the_figures_do() -> None:
     spelled = {"x1": "x₁", "x1^2": "x₁²", "x1 x2": "x₁x₂", "x10": "x₁₀", "p_k": "pₖ",
                "phi_2": "φ₂", "d^k / k!": "dᵏ / k!", "σ1": "σ₁", "y": "y", "block k": "block k",

@@ -3,11 +3,12 @@
 Jupyter Book's ``pdfhtml`` builder prints the site with a headless Chromium (through pyppeteer,
 which downloads its own browser); this does the same with Debian's Chromium through Playwright,
 which the browser test already uses, so the figures are plotly's own drawings, vector graphics
-in the PDF, and the formulas MathJax's. Every page of the table of contents is opened at a
-printable width (``PRINT_WIDTH_PX``), waited for until every figure is drawn and MathJax is
-done, printed to A4 in the print stylesheet (no sidebars, header or buttons), and the pages are
-joined in the book's order, with one bookmark per page. Fails (exit 1, nothing written) when a
-page does not load, a figure does not draw or a page is missing from the site.
+in the PDF, and the formulas KaTeX's. Every page of the table of contents is opened at a
+printable width (``PRINT_WIDTH_PX``), waited for until every figure is drawn and every formula
+is typeset with its fonts loaded, printed to A4 in the print stylesheet (no sidebars, header or
+buttons), and the pages are joined in the book's order, with one bookmark per page. Fails
+(exit 1, nothing written) when a page does not load, a figure does not draw, a formula is not
+typeset or a page is missing from the site.
 
     python tools/make_pdf.py [--site _build/html] [--out _build/html/nlicl-book.pdf]
 
@@ -41,9 +42,10 @@ FIGURES_DRAWN = """() => {
   return {figures: figures.length, drawn: figures.filter(f => f.querySelector('.main-svg')).length};
 }"""
 
-MATH_DONE = """() => window.MathJax && window.MathJax.startup && window.MathJax.startup.promise
-  ? window.MathJax.startup.promise.then(() => { window.__nliclMathDone = true; return true; })
-  : true"""
+MATH_DONE = """() => document.fonts.ready.then(() =>
+  Array.from(document.querySelectorAll('span.math, div.math')).every(m => m.querySelector('.katex')))"""
+"""True once KaTeX (run by the page on ``DOMContentLoaded``) has typeset every formula and the
+fonts it asked for have loaded."""
 
 
 def toc_pages(toc: Path = ROOT / "_toc.yml") -> list[str]:
@@ -84,7 +86,8 @@ def print_pages(site: Path, pages: list[str]) -> list[tuple[str, bytes, int]]:
                 page = context.new_page()
                 page.goto(f"{url}{page_name}.html", wait_until="networkidle",
                           timeout=RENDER_TIMEOUT_MS)
-                page.evaluate(MATH_DONE)
+                if not page.evaluate(MATH_DONE):
+                    raise SystemExit(f"make_pdf: {page_name}: a formula was not typeset")
                 page.wait_for_function(
                     "() => Array.from(document.querySelectorAll('.nlicl-plotly'))"
                     ".every(f => f.querySelector('.main-svg'))", timeout=RENDER_TIMEOUT_MS)

@@ -23,7 +23,10 @@ carry plotly.js (see its docstring). This extension
   so editing only ``book/_static/nlicl.css`` would otherwise change nothing;
 * drops sphinx-thebe's scripts from the pages when thebe is off (``launch_buttons.thebe``):
   jupyter-book always loads the extension, which then adds its configuration script once per
-  reading pass, so a page can declare ``const THEBE_JS_URL`` twice and throw a SyntaxError.
+  reading pass, so a page can declare ``const THEBE_JS_URL`` twice and throw a SyntaxError;
+* keeps KaTeX (``sphinxcontrib.katex``, which adds its script, auto-render and stylesheets to
+  every page) off the pages without a formula, as Sphinx's MathJax support does: 0.3 MB that
+  the search page, the index and the bibliography would load for nothing.
 
 * replaces the theme's icon script (``_static/scripts/fontawesome.js``, 1.49 MB, loaded by every
   page to turn ``<i class="fa-solid fa-bars">`` into SVG at run time) by the SVG of the few
@@ -49,9 +52,9 @@ PLOTLY_STATIC_PATH = "vendor/plotly-cartesian.min.js"
 """The vendored plotly.js bundle, relative to ``html_static_path`` (and to the site's
 ``_static/``)."""
 RETIRED_STATIC = ("vendor/plotly.min.js", "nlicl-widgets.js", "vendor/require.js",
-                  "vendor/jupyter-widgets")
+                  "vendor/jupyter-widgets", "vendor/mathjax")
 """What earlier builds put in the site's ``_static/`` (plotly's full bundle, the widget
-manager): removed from it unless ``html_static_path`` holds them again (Sphinx copies static
+manager, MathJax): removed from it unless ``html_static_path`` holds them again (Sphinx copies static
 files but never deletes any)."""
 CARTESIAN_TRACES = frozenset({
     "bar", "box", "contour", "heatmap", "histogram", "histogram2d", "histogram2dcontour",
@@ -242,6 +245,27 @@ def drop_thebe(app: Any, pagename: str, templatename: str, context: dict, doctre
             context[key] = [asset for asset in context[key] if not _is_thebe_asset(asset)]
 
 
+KATEX_ASSETS = frozenset({"katex.min.js", "auto-render.min.js", "katex_autorenderer.js",
+                          "katex-math.css", "katex.min.css"})
+"""The names of the files ``sphinxcontrib.katex`` adds to every page (its ``katex_*_path``
+defaults and the stylesheet ``_config.yml`` names)."""
+
+
+def _is_katex_asset(asset: Any) -> bool:
+    filename = getattr(asset, "filename", None) or str(asset)  # "_static/katex.min.js"
+    return filename.rsplit("/", 1)[-1] in KATEX_ASSETS
+
+
+def katex_only_with_maths(app: Any, pagename: str, templatename: str, context: dict,
+                          doctree: Any) -> None:
+    """``html-page-context``: drop KaTeX's files from a page that has no formula."""
+    if app.env.get_domain("math").has_equations(pagename):
+        return
+    for key in ("script_files", "css_files"):
+        if key in context:
+            context[key] = [asset for asset in context[key] if not _is_katex_asset(asset)]
+
+
 ICON_SCRIPT = "_static/scripts/fontawesome.js"
 _ICON_SCRIPT_TAG = re.compile(r'[ \t]*<script[^>]*src="[^"]*scripts/fontawesome\.js[^"]*"[^>]*></script>\n?')
 _ICON_TAG = re.compile(r'<(i|span) class="([^"]*\bfa-[^"]*)"([^>]*)></\1>')
@@ -308,6 +332,7 @@ def setup(app: Any) -> dict[str, Any]:
     app.connect("env-get-outdated", reread_when_static_changed)
     app.connect("html-page-context", add_plotly_js)
     app.connect("html-page-context", drop_thebe, priority=900)
+    app.connect("html-page-context", katex_only_with_maths, priority=900)
     app.connect("html-page-context", refuse_widget_state, priority=950)
     app.connect("build-finished", inline_icons)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}

@@ -1,14 +1,16 @@
 /*
- * Long formulas on a narrow screen (issue 23). MathJax 3 does not break lines, so an inline
- * formula wider than its paragraph runs past the right edge of a phone's screen and is cut off.
- * After MathJax has typeset the page, and again when the window is resized, every inline formula
- * wider than its paragraph is wrapped in a `span.nlicl-math-scroll`, which scrolls sideways
+ * Long formulas on a narrow screen (issue 23). KaTeX breaks an inline formula only after a
+ * relation or an operator at its top level, so a formula with none (a long fraction, a bracket)
+ * can still be wider than its paragraph and run past the right edge of a phone's screen.
+ * Once KaTeX has typeset the page (on DOMContentLoaded) and its fonts have loaded, and again when
+ * the window is resized, every inline formula wider than its paragraph is wrapped in a `span.nlicl-math-scroll`, which scrolls sideways
  * (nlicl.css draws a shadow at the edge that has more). Display equations already sit in the
- * theme's scrolling `div.math`, which nlicl.css gives the same cue. Formulas that fit are not
+ * theme's scrolling `div.math`, which nlicl.css gives the same cue; one that scrolls is made
+ * focusable, so that a keyboard can scroll it. Formulas that fit are not
  * touched, so their baseline stays the text's.
  *
  * Search results: Sphinx's search summarises a page from its HTML, where a formula is still TeX
- * source (MathJax typesets it only in the browser), so snippets showed "\\(\\mathcal L^*\\)". The
+ * source (KaTeX typesets it only in the browser), so snippets showed "\\(\\mathcal L^*\\)". The
  * summary's text extraction (`Search.htmlToText`, searchtools.js) is wrapped to put "…" where a
  * formula was.
  */
@@ -18,7 +20,7 @@
   const WRAP = "nlicl-math-scroll";
 
   const wrapWide = () => {
-    for (const formula of document.querySelectorAll('mjx-container:not([display="true"])')) {
+    for (const formula of document.querySelectorAll("span.math > .katex")) {
       const holder = formula.parentElement;
       if (!holder || holder.classList.contains(WRAP)) continue;
       const block = formula.closest("p, li, dd, td, th, div") || holder;
@@ -31,16 +33,22 @@
       holder.insertBefore(wrap, formula);
       wrap.appendChild(formula);
     }
-  };
-
-  const afterTypesetting = (tries) => {
-    const mathjax = window.MathJax;
-    if (mathjax && mathjax.startup && mathjax.startup.promise) {
-      mathjax.startup.promise.then(wrapWide);
-    } else if (tries > 0) {
-      window.setTimeout(() => afterTypesetting(tries - 1), 100);
+    // a display equation that scrolls can be scrolled from the keyboard too
+    for (const display of document.querySelectorAll("div.math")) {
+      if (display.scrollWidth > display.clientWidth + 1) {
+        display.tabIndex = 0;
+        display.setAttribute("role", "group");
+        display.setAttribute("aria-label", "formula, scrolls sideways");
+      } else if (display.getAttribute("aria-label") === "formula, scrolls sideways") {
+        display.removeAttribute("tabindex");
+        display.removeAttribute("role");
+        display.removeAttribute("aria-label");
+      }
     }
   };
+
+  // KaTeX's auto-render typesets on DOMContentLoaded, before the load event
+  const afterTypesetting = () => document.fonts.ready.then(wrapWide);
 
   const FORMULA = "…";
 
@@ -64,12 +72,13 @@
     pending = window.setTimeout(wrapWide, 150);
   });
   if (document.readyState === "loading") {
-    document.addEventListener("DOMContentLoaded", () => {
-      patchSearch();
-      afterTypesetting(100);
-    });
+    document.addEventListener("DOMContentLoaded", patchSearch);
   } else {
     patchSearch();
-    afterTypesetting(100);
+  }
+  if (document.readyState === "complete") {
+    afterTypesetting();
+  } else {
+    window.addEventListener("load", afterTypesetting);
   }
 })();

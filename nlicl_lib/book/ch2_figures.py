@@ -12,6 +12,7 @@ r"""Chapter 2's figures, tables and prose numbers, each trained result next to i
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -105,8 +106,8 @@ def bound_figure(trained: Mapping[tuple[str, str, int], TrainedModel], tasks: Ma
     r"""Test loss / zero predictor against depth (two standard errors) of both ``forms`` on each task
     (a slider step per task), with the bound for every LSA, the exact best single step of linear GD
     at $L = 1$, tuned ridge on $x$ and the zero predictor. Values above :data:`AXIS_TOP` (diverged
-    runs) are drawn at the top as a triangle, labelled with their value and an arrow, with no
-    error bar and a hover text that gives the value."""
+    runs) are drawn at the top as a triangle, labelled with their value and an arrow (every second
+    label of a form a line lower), with no error bar and a hover text that gives the value."""
     missing = [(f, n, d) for f in forms for n in tasks for d in depths if (f, n, d) not in trained]
     if missing:
         raise ConfigError("trained", missing[:3], "a run for every (form, task, depth)")
@@ -130,7 +131,11 @@ def bound_figure(trained: Mapping[tuple[str, str, int], TrainedModel], tasks: Ma
             values = [r.test.normalised for r in runs]
             above = [v > AXIS_TOP for v in values]
             shown = [min(v, AXIS_TOP) for v in values]
-            text = [f"{number(v, 2)} ↑" if high else "" for v, high in zip(values, above, strict=True)]
+            # every second diverged run's label a line lower: neighbours' labels would overlap
+            # on a phone (about 75 px between depths)
+            order = list(itertools.accumulate(above))
+            text = [("<br>" if count % 2 == 0 else "") + f"{number(v, 2)} ↑" if high else ""
+                    for v, high, count in zip(values, above, order, strict=True)]
             # a diverged run's error bar (as large as its loss) would cross the whole chart
             # and blow up the autoscaled view: it gets none, and a marker of its own
             traces.append(plots.trained_trace(

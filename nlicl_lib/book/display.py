@@ -100,7 +100,8 @@ FIGURE_SCRIPT = r"""
     }
     if (key < 0) { return Promise.resolve(); }
     var visible = spec.panel_of_trace.map(function (p) { return p === key; });
-    var layout = spec.titles ? {'title.text': spec.titles[key]} : {};
+    var layout = Object.assign({}, spec.layouts ? spec.layouts[key] : {});
+    if (spec.titles) { layout['title.text'] = spec.titles[key]; }
     return Plotly.update(gd, {visible: visible}, layout);
   }
   function choose(index, step) {

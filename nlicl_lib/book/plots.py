@@ -34,6 +34,7 @@ the sliders move in the published HTML with no kernel. With several sliders, the
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import re
 from collections.abc import Iterable, Iterator, Sequence
@@ -621,12 +622,14 @@ def unicode_label(name: str) -> str:
     return re.sub(r"(?<=[₀-₉⁰-⁹¹²³]) (?=[A-Za-z][₀-₉])", "", text)
 
 
-def _axis_values(fig: go.Figure, axis: Any) -> list[float]:
-    """The positive finite coordinates every trace of ``fig`` (shown or not: a slider's hidden
-    panels count) plots on ``axis``."""
+def _axis_values(fig: go.Figure, axis: Any, traces: Iterable[int] | None = None) -> list[float]:
+    """The positive finite coordinates that the traces of ``fig`` (those numbered ``traces``,
+    else every trace, shown or not) plot on ``axis``."""
     letter, number = axis.plotly_name[0], axis.plotly_name[5:]
+    chosen = range(len(fig.data)) if traces is None else traces
     values: list[float] = []
-    for trace in fig.data:
+    for index in chosen:
+        trace = fig.data[index]
         if (getattr(trace, f"{letter}axis", None) or letter) != letter + number:
             continue
         coordinates = getattr(trace, letter, None)
@@ -640,6 +643,24 @@ def _axis_values(fig: go.Figure, axis: Any) -> list[float]:
     return values
 
 
+def _log_ticks(low: float, high: float) -> dict[str, Any]:
+    """``dtick`` and ``tick0`` of a log axis from ``10**low`` to ``10**high`` (None: plotly's
+    own ticks), as :func:`log_axis_ticks` describes."""
+    span = high - low
+    if span < 1:
+        return {"dtick": None, "tick0": None}
+    if span < LOG_1_2_5_DECADES:
+        return {"dtick": "D2", "tick0": None}
+    return {"dtick": max(1, math.ceil((math.floor(high) - math.ceil(low) + 1) / LOG_MAX_LABELS)),
+            "tick0": 0}
+
+
+def _ticks_of_values(values: list[float]) -> dict[str, Any] | None:
+    if not values:
+        return None
+    return _log_ticks(math.log10(min(values)), math.log10(max(values)))
+
+
 def log_axis_ticks(fig: go.Figure) -> go.Figure:
     """Tick spacing of every log axis that has none, so that its full-number labels
     (:data:`LOG_TICKFORMAT`) do not print on top of each other.
@@ -649,30 +670,74 @@ def log_axis_ticks(fig: go.Figure) -> go.Figure:
     ``range``, else its data) at least one decade and less than :data:`LOG_1_2_5_DECADES` gets
     ``dtick="D2"`` (labels at 1, 2 and 5), a longer one labels at powers of ten only, at most
     :data:`LOG_MAX_LABELS` of them (``dtick`` 1, 2, ... decades); under one decade plotly's own
-    fully labelled ticks stay. Unlabelled minor grid lines mark the values in between. An axis
-    with a ``dtick`` or ``tickvals`` of its own is left alone. Modifies ``fig`` in place (and
-    returns it); idempotent.
+    fully labelled ticks stay. Unlabelled minor grid lines mark the values in between.
+
+    In a :func:`slider_figure` each panel is autoscaled to its own data, so the spacing is chosen
+    per panel: when panels need different ones, the axis gets the first panel's, and every
+    slider step (and ``meta["nlicl_sliders"]["layouts"]``, which the page script applies to a
+    combination of several sliders) sets its panel's; a panel under one decade then gets
+    ``dtick="D1"`` (every digit labelled). An axis with a ``range``, ``dtick`` or
+    ``tickvals`` of its own is left alone but for the first rule. Modifies ``fig`` in place
+    (and returns it); idempotent.
     """
+    panel_of_trace = _panels_of_traces(fig)
+    panels = sorted(set(panel_of_trace)) if panel_of_trace else []
+    per_panel: dict[int, dict[str, Any]] = {p: {} for p in panels}
     for axis in [*fig.select_xaxes(), *fig.select_yaxes()]:
         if axis.type != "log" or axis.dtick is not None or axis.tickvals is not None:
             continue
         if axis.range is not None and len(axis.range) == 2 and None not in axis.range:
             low, high = sorted(float(v) for v in axis.range)
+            choices = {None: _log_ticks(low, high)}
+        elif panels:
+            choices = {p: _ticks_of_values(_axis_values(
+                fig, axis, [i for i, q in enumerate(panel_of_trace) if q == p])) for p in panels}
+            choices = {p: c for p, c in choices.items() if c is not None}
         else:
-            values = _axis_values(fig, axis)
-            if not values:
-                continue
-            low, high = math.log10(min(values)), math.log10(max(values))
-        span = high - low
-        if span < 1:
+            choices = {None: _ticks_of_values(_axis_values(fig, axis))}
+        if not choices or None in choices.values():
             continue
-        if span < LOG_1_2_5_DECADES:
-            axis.dtick = "D2"
-        else:
-            axis.dtick = max(1, math.ceil((math.floor(high) - math.ceil(low) + 1) / LOG_MAX_LABELS))
-            axis.tick0 = 0
+        if all(choice["dtick"] is None for choice in choices.values()):
+            continue
+        if len({json.dumps(choice) for choice in choices.values()}) > 1:
+            # a step back to plotly's own ticks (dtick null) restores the figure's first dtick
+            # in plotly.js 4.1, not plotly's choice: such panels get every digit labelled
+            choices = {p: choice if choice["dtick"] is not None else {"dtick": "D1", "tick0": None}
+                       for p, choice in choices.items()}
+        first = next(iter(choices.values()))
+        axis.dtick, axis.tick0 = first["dtick"], first["tick0"]
         axis.minor = {"showgrid": True, "gridcolor": "#f3f3f3", "ticks": ""}
+        if any(choice != first for choice in choices.values()):
+            for p, choice in choices.items():
+                per_panel[p].update({f"{axis.plotly_name}.{key}": value
+                                     for key, value in choice.items()})
+    if any(per_panel.values()):
+        _set_panel_layouts(fig, per_panel)
     return fig
+
+
+def _set_panel_layouts(fig: go.Figure, layouts: dict[int, dict[str, Any]]) -> None:
+    """Make each slider step of a :func:`slider_figure` also apply its panel's layout
+    ``layouts[panel]`` (method ``update``), and store the layouts for the page script."""
+    panel_of_trace = _panels_of_traces(fig)
+    meta = dict(fig.layout.meta)
+    sliders_meta = dict(meta["nlicl_sliders"])
+    count = max(panel_of_trace) + 1
+    stored = sliders_meta.get("layouts") or [{} for _ in range(count)]
+    sliders_meta["layouts"] = [{**stored[p], **layouts.get(p, {})} for p in range(count)]
+    fig.layout.meta = {**meta, "nlicl_sliders": sliders_meta}
+    for slider in fig.layout.sliders:
+        steps = [step.to_plotly_json() for step in slider.steps]
+        for step in steps:
+            args = list(step.get("args") or [])
+            visible = (args[0] or {}).get("visible") if args else None
+            if not visible or True not in visible:
+                continue
+            panel = panel_of_trace[list(visible).index(True)]
+            step["method"] = "update"
+            step["args"] = [args[0], {**(args[1] if len(args) > 1 else {}),
+                                      **sliders_meta["layouts"][panel]}]
+        slider.steps = steps
 
 
 def new_figure(title: str, x_title: str, y_title: str, log_x: bool = False, log_y: bool = False,

@@ -384,16 +384,24 @@
     return [0, 1, 2].map((i) => top[i] * a + bottom[i] * (1 - a)).concat([1]);
   }
 
+  // The boxes that scroll long formulas sideways (nlicl.css): their gradients are the scroll
+  // cue, covers in the page's background colour that fade to transparent and grey shadows
+  // 0.75rem wide at an edge with more to show, so the colour behind their text is their
+  // background colour and whatever lies below.
+  const SCROLL_CUE = ".bd-content div.math, .nlicl-math-scroll";
+
   // The colour behind an element's text: its own and its ancestors' background colours,
   // composited from the first opaque one upwards (the canvas, white, when none is opaque).
   // null when a background image (or gradient) lies on the way: its colour is unknown.
+  // The scroll cue of a formula's box is not such an image (SCROLL_CUE).
   // `memo` (a Map) shares the work between the elements of one page.
   function effectiveBackground(element, memo) {
     if (!element) { return [255, 255, 255, 1]; }
     if (memo && memo.has(element)) { return memo.get(element); }
     const style = getComputedStyle(element);
     let result;
-    if (style.backgroundImage && style.backgroundImage !== "none") {
+    if (style.backgroundImage && style.backgroundImage !== "none"
+        && !element.matches(SCROLL_CUE)) {
       result = null;
     } else {
       const colour = parseColour(style.backgroundColor);
@@ -431,10 +439,10 @@
     return (hi + 0.05) / (lo + 0.05);
   }
 
-  // Text the check leaves out: figures (SVG on plotly's own paper, see the test), MathJax's
+  // Text the check leaves out: figures (SVG on plotly's own paper, see the test), KaTeX's
   // output (drawn in the text colour it inherits), screen-reader-only text, and disabled
   // controls (WCAG 1.4.3 exempts "part of an inactive user interface component").
-  const CONTRAST_SKIP = "svg, .nlicl-plotly, .js-plotly-plot, mjx-container, .MathJax, "
+  const CONTRAST_SKIP = "svg, .nlicl-plotly, .js-plotly-plot, .katex, "
     + ".nlicl-sr-only, .visually-hidden, .sr-only, script, style, noscript, template, "
     + ":disabled, [aria-disabled='true']";
 

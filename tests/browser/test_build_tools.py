@@ -21,7 +21,9 @@ import nbformat
 import plotly.graph_objects as go
 import pydata_sphinx_theme
 import pytest
+import sphinxcontrib.katex
 from plotly.subplots import make_subplots
+from sphinx.builders.html._assets import _CascadingStyleSheet, _JavaScript
 from sphinx.errors import ExtensionError
 
 from nlicl_lib.book.display import figure_output
@@ -29,6 +31,7 @@ from nlicl_lib.book.widgets import Param, TrainingPanel
 
 ROOT = Path(__file__).resolve().parents[2]
 VENDORED_PLOTLY = ROOT / "book" / "_static" / "vendor" / "plotly-cartesian.min.js"
+VENDORED_KATEX = ROOT / "book" / "_static" / "vendor" / "katex"
 
 
 def load_tool(name: str):
@@ -126,7 +129,8 @@ def test_the_site_drops_retired_static_files_unless_they_are_sources_again(tmp_p
     shutil.copyfile(VENDORED_PLOTLY, source / nlicl_sphinx.PLOTLY_STATIC_PATH)
     (source / "vendor" / "require.js").write_text("// vendored again")
     for name in ("vendor/plotly.min.js", "nlicl-widgets.js", "vendor/require.js",
-                 "vendor/jupyter-widgets/embed-amd.js", "vendor/mathjax/tex-chtml.js"):
+                 "vendor/jupyter-widgets/embed-amd.js", "vendor/mathjax/tex-chtml.js",
+                 "vendor/katex/katex.min.css"):
         (site / name).parent.mkdir(parents=True, exist_ok=True)
         (site / name).write_text("// from an earlier build")
     app = SimpleNamespace(builder=SimpleNamespace(format="html"), confdir=str(tmp_path),
@@ -134,7 +138,21 @@ def test_the_site_drops_retired_static_files_unless_they_are_sources_again(tmp_p
                           config=SimpleNamespace(html_static_path=["static"]))
     nlicl_sphinx.prepare_static(app)
     left = sorted(p.relative_to(site).as_posix() for p in site.rglob("*") if p.is_file())
-    assert left == ["vendor/mathjax/tex-chtml.js", "vendor/require.js"]
+    assert left == ["vendor/katex/katex.min.css", "vendor/require.js"]
+
+
+def test_the_vendored_katex_stylesheet_and_fonts_match_the_script_sphinxcontrib_katex_ships(
+        ) -> None:
+    # the stylesheet states its version; every font it names has its WOFF2 beside it
+    version = sphinxcontrib.katex.katex_version
+    css = (VENDORED_KATEX / "katex.min.css").read_text(encoding="utf-8")
+    assert f'content:"{version}"' in css, (
+        f"book/_static/vendor/katex is not KaTeX {version}: `npm pack katex@{version}` and copy "
+        "dist/katex.min.css and dist/fonts/*.woff2 (book/_static/vendor/README.md)")
+    named = set(re.findall(r"url\((fonts/[\w-]+\.woff2)\)", css))
+    assert named, "the stylesheet names no WOFF2 fonts"
+    missing = sorted(name for name in named if not (VENDORED_KATEX / name).is_file())
+    assert not missing, f"fonts the stylesheet names but the site lacks: {missing}"
 
 
 def test_the_cartesian_trace_list_is_the_bundles() -> None:
@@ -287,3 +305,22 @@ def test_pages_get_svg_icons_and_lose_the_icon_script() -> None:
     assert 'data-mode="light"' in out and 'viewBox="0 0 496 512"' in out
     assert '<i class="fa-solid fa-no-such-icon"></i>' in out  # left to the icon font
     assert nlicl_sphinx.inline_icon_tags(out, packs) == out  # idempotent
+
+
+def test_katex_loads_only_on_pages_with_a_formula() -> None:
+    def page(has_maths: bool) -> list[str]:
+        domain = SimpleNamespace(has_equations=lambda name: has_maths)
+        app = SimpleNamespace(env=SimpleNamespace(get_domain=lambda name: domain))
+        context = {
+            "script_files": [_JavaScript("_static/doctools.js"), _JavaScript("_static/katex.min.js"),
+                             _JavaScript("_static/auto-render.min.js"),
+                             _JavaScript("_static/katex_autorenderer.js")],
+            "css_files": [_CascadingStyleSheet("_static/nlicl.css"),
+                          _CascadingStyleSheet("_static/vendor/katex/katex.min.css"),
+                          _CascadingStyleSheet("_static/katex-math.css")],
+        }
+        nlicl_sphinx.katex_only_with_maths(app, "search", "page.html", context, None)
+        return [asset.filename for key in ("script_files", "css_files") for asset in context[key]]
+
+    assert page(False) == ["_static/doctools.js", "_static/nlicl.css"]
+    assert len(page(True)) == 7
