@@ -92,7 +92,7 @@ def test_initialisations_figure_has_one_point_per_seed_the_optimum_and_the_plate
                                       "seed 101: 1.2000, 5 of 6 directions used",
                                       "seed 102: 1.5000, 0 of 6 directions used"]
     theory = fig.data[3]
-    assert theory.name.startswith("best one-step GD on (x, φ₂)") and list(theory.y) == [1.0, 1.0]
+    assert theory.name.startswith("best one-step GD on (x; φ₂)") and list(theory.y) == [1.0, 1.0]
     assert [list(t.y) for t in fig.data[4:]] == [[v, v] for v in plateaus.values()]
     assert fig.data[4].name.startswith("best step with 1 cross-term direction lost")
     assert "directions lost" in fig.data[5].name
@@ -147,7 +147,7 @@ def test_context_length_figure_holds_trained_theory_bounds_and_kernel_ridge_per_
     assert first[0].name == "trained block, median of 2 seeds"
     assert list(first[0].y) == [np.median(grid[1, n]) for n in contexts]
     assert list(first[1].y) == grid[1, 10] + grid[1, 20]  # each seed
-    assert first[2].name == "best one-step GD on (x, φ₂): what one block can reach"
+    assert first[2].name == "best one-step GD on (x; φ₂): what one block can reach"
     assert list(first[2].y) == [block_opt[1, n] for n in contexts]
     assert first[3].name == "best one-step GD on all monomials up to degree 1"
     assert list(first[4].y) == [1.0, 0.5]  # min(c/n, E[y^2]) / E[y^2] with c/E[y^2] = 10
@@ -162,7 +162,7 @@ def test_degree_figure_puts_the_trained_median_between_the_two_optima():
     degrees, contexts, grid, block_opt, full_opt, _, _ = _grid_inputs()
     fig = ch3_figures.degree_figure(grid, block_opt, full_opt, degrees, 20)
     assert names(fig) == ["trained block (median of 2 seeds)",
-                          "best one-step GD on (x, φ₂): one block's optimum",
+                          "best one-step GD on (x; φ₂): one block's optimum",
                           "best one-step GD on all monomials up to degree k"]
     assert list(fig.data[0].y) == [np.median(grid[k, 20]) for k in degrees]
     assert list(fig.data[1].y) == [block_opt[k, 20] for k in degrees]

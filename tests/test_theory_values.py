@@ -95,7 +95,7 @@ def test_one_covering_glu_lsa_block_is_one_step_gd_on_x_and_phi2(slots, width, n
     # for a quadratic task these are the target's own monomials: the kernel optimum
     assert values.theory_loss == pytest.approx(closed_forms.one_step_kernel_gd_optimum(task).loss,
                                                rel=1e-12)
-    assert values.theory_name == f"best one-step GD on (x, phi_2) ({ref('thm-feature-optimum')})"
+    assert values.theory_name == f"best one-step GD on (x; φ₂) ({ref('thm-feature-optimum')})"
     assert values.bound_loss == pytest.approx(12.0, rel=1e-12)
 
 
@@ -130,7 +130,7 @@ def test_deeper_glu_lsa_is_the_greedy_reference(depth, slots):
     assert values.theory_loss == loss  # deterministic: the same seeds and sizes
     assert values.theory_name == (
         f"greedy block-coordinate reference ({ref('prop-greedy-reference')}): {depth} blocks of "
-        f"m={slots} monomials, each Gamma the best given the earlier ones (Monte Carlo over "
+        f"m={slots} monomials, each Γ the best given the earlier ones (Monte Carlo over "
         "contexts)")
     # a second block can only help: below the best single block of the same slots
     single = theory_values(QUADRATIC, ModelConfig(kind="glu-lsa", feature_slots=slots))

@@ -135,7 +135,7 @@ def initialisations_figure(ratios: Mapping[str, Sequence[float]],
             text=[f"seed {s}: {r:.4f}, {k} of 6 directions used" for s, r, k in zip(seeds, values, ranks, strict=True)],
             hovertemplate="%{text}<extra></extra>"))
     fig.add_trace(theory_trace([-0.5, right], [1.0, 1.0],
-                               f"best one-step GD on (x, φ₂) ({ref('cor-same-span')})"))
+                               f"best one-step GD on (x; φ₂) ({ref('cor-same-span')})"))
     for lost, value in plateaus.items():
         fig.add_trace(bound_trace(
             [-0.5, right], [value, value],
@@ -226,7 +226,7 @@ def context_length_figure(grid: Mapping[tuple[int, int], Sequence[float]],
                        mode="markers", name="trained block, each seed",
                        marker={"color": COLORS["trained"], "size": 6, "symbol": "circle-open"}),
             theory_trace(contexts, [block_opt[k, n] for n in contexts],
-                         "best one-step GD on (x, φ₂): what one block can reach"),
+                         "best one-step GD on (x; φ₂): what one block can reach"),
             bound_trace(contexts, [full_opt[k, n] for n in contexts],
                         f"best one-step GD on all monomials up to degree {k}", color=COLORS["trained3"]),
             bound_trace(contexts, [min(c_k / n / null_k, 1.0) for n in contexts],
@@ -253,7 +253,7 @@ def degree_figure(grid: Mapping[tuple[int, int], Sequence[float]], block_opt: Ma
     fig.add_trace(trained_trace(degrees, np.median(seeds_y, axis=1),
                                 f"trained block (median of {seeds_y.shape[1]} seeds)"))
     fig.add_trace(theory_trace(degrees, [block_opt[k, context_length] for k in degrees],
-                               "best one-step GD on (x, φ₂): one block's optimum"))
+                               "best one-step GD on (x; φ₂): one block's optimum"))
     fig.add_trace(bound_trace(degrees, [full_opt[k, context_length] for k in degrees],
                               "best one-step GD on all monomials up to degree k", color=COLORS["trained3"]))
     fig.update_layout(legend={"orientation": "h", "x": 0, "y": -0.22, "yanchor": "top"}, margin={"b": 150})

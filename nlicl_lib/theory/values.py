@@ -85,7 +85,7 @@ def theory_values(task: TaskConfig, config: ModelConfig,
         features = closed_forms.kernel_features(task.input_dim, 2)
         optimum = closed_forms.one_step_gd_optimum(task.target_features, features,
                                                    task.context_length, task.noise_std)
-        loss, name = optimum.loss, f"best one-step GD on (x, phi_2) ({ref('thm-feature-optimum')})"
+        loss, name = optimum.loss, f"best one-step GD on (x; φ₂) ({ref('thm-feature-optimum')})"
         kind = EXACT_OPTIMUM
     if structured and config.depth == 1 and not covers and config.glu_reads == "x":
         optimum = best_block(task, config.feature_slots, config.glu_width)
@@ -99,7 +99,7 @@ def theory_values(task: TaskConfig, config: ModelConfig,
         loss, _ = bcd_reference_loss(task, config.feature_slots, config.depth,
                                      fit_contexts=fit, test_prompts=20_000)
         name = (f"greedy block-coordinate reference ({ref('prop-greedy-reference')}): "
-                f"{config.depth} blocks of m={config.feature_slots} monomials, each Gamma the "
+                f"{config.depth} blocks of m={config.feature_slots} monomials, each Γ the "
                 "best given the earlier ones (Monte Carlo over contexts)")
         kind = MONTE_CARLO_REFERENCE
     return TheoryValues(null, loss, name, bound, kind)
