@@ -1144,6 +1144,13 @@ class TestPhone:
             f"{p['column']}" + (" (its scroll box shows no cue)" if p["scrolls"] else "")
             for p in problems])
 
+    def test_no_line_starts_with_the_punctuation_after_a_formula(self, phone: OpenPage) -> None:
+        # a browser may break the line after KaTeX's boxes: nlicl-math.js glues the comma or
+        # full stop that follows a formula to it
+        stray = phone.js(PUNCTUATION_AFTER_MATH_JS)
+        _fail_all(phone.name, "lines at 390 px that start with the punctuation after a formula",
+                  [f"{p['punctuation']!r} after {p['formula']!r}" for p in stray])
+
     def test_tables_fit_or_scroll(self, phone: OpenPage) -> None:
         problems = [p for p in phone.js(WIDER_THAN_COLUMN_JS, "table") if not p["scrolls"]]
         _fail_all(phone.name, "tables wider than the column at 390 px", [
@@ -1180,6 +1187,28 @@ class TestPhone:
 UNTYPESET_MATH_JS = """() => Array.from(document.querySelectorAll('span.math, div.math'))
   .filter((m) => !m.querySelector('.katex') || m.querySelector('.katex-error'))
   .map((m) => (m.textContent || '').trim().slice(0, 60))"""
+
+PUNCTUATION_AFTER_MATH_JS = """() => {
+  const out = [];
+  for (const formula of document.querySelectorAll('article.bd-article span.math')) {
+    const next = formula.nextSibling;
+    if (!next || next.nodeType !== Node.TEXT_NODE) continue;
+    const match = next.data.match(/^\\u2060?([,.;:!?)\\]’”…])/);
+    if (!match) continue;
+    const at = next.data.indexOf(match[1]);
+    const range = document.createRange();
+    range.setStart(next, at);
+    range.setEnd(next, at + 1);
+    const mark = range.getBoundingClientRect();
+    const boxes = formula.getClientRects();
+    if (!mark.height || !boxes.length) continue;  // hidden (a closed dropdown)
+    if (mark.top >= boxes[boxes.length - 1].bottom - 1) {  // below the formula's last line
+      out.push({punctuation: match[1],
+                formula: ((formula.querySelector('annotation') || formula).textContent || '').trim().slice(0, 40)});
+    }
+  }
+  return out;
+}"""
 
 LOG_AXIS_LABELS_JS = """id => {
   // the tick labels each log axis of a figure draws in its current view: a log axis autoscaled

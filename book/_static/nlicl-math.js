@@ -9,6 +9,9 @@
  * focusable, so that a keyboard can scroll it. Formulas that fit are not
  * touched, so their baseline stays the text's.
  *
+ * Punctuation that follows an inline formula is glued to it (`span.nlicl-glue`), so that a line
+ * never starts with the comma or full stop after a formula.
+ *
  * Search results: Sphinx's search summarises a page from its HTML, where a formula is still TeX
  * source (KaTeX typesets it only in the browser), so snippets showed "\\(\\mathcal L^*\\)". The
  * summary's text extraction (`Search.htmlToText`, searchtools.js) is wrapped to put "…" where a
@@ -47,6 +50,27 @@
     }
   };
 
+  // Punctuation right after an inline formula (", so", ". A"): the browser may break the line
+  // after KaTeX's last box, so a comma could start the next line. The formula and the
+  // punctuation go into a span.nlicl-glue, which does not wrap (nlicl.css) while the formula
+  // inside it still wraps between its own boxes.
+  const PUNCTUATION = /^[,.;:!?)\]’”…]+/;
+  const gluePunctuation = () => {
+    for (const formula of document.querySelectorAll("span.math")) {
+      const next = formula.nextSibling;
+      const holder = formula.parentElement;
+      if (!holder || holder.classList.contains("nlicl-glue")) continue;
+      if (!next || next.nodeType !== Node.TEXT_NODE) continue;
+      const match = next.data.match(PUNCTUATION);
+      if (!match) continue;
+      next.splitText(match[0].length); // `next` keeps the punctuation, the rest follows
+      const glue = document.createElement("span");
+      glue.className = "nlicl-glue";
+      holder.insertBefore(glue, formula);
+      glue.append(formula, next);
+    }
+  };
+
   // KaTeX's auto-render typesets on DOMContentLoaded, before the load event
   const afterTypesetting = () => document.fonts.ready.then(wrapWide);
 
@@ -71,10 +95,14 @@
     window.clearTimeout(pending);
     pending = window.setTimeout(wrapWide, 150);
   });
-  if (document.readyState === "loading") {
-    document.addEventListener("DOMContentLoaded", patchSearch);
-  } else {
+  const onReady = () => {
     patchSearch();
+    gluePunctuation();
+  };
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", onReady);
+  } else {
+    onReady();
   }
   if (document.readyState === "complete") {
     afterTypesetting();
