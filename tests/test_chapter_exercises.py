@@ -35,8 +35,9 @@ class StubRun:
                                       theory=SimpleNamespace(theory_loss=theory_loss))
         self.calls = []
 
-    def __call__(self, task, model, train, progress=None, theory=True):
+    def __call__(self, task, model, train, progress=None, theory=True, eval_batch_size=20000):
         self.calls.append((task, model, train))
+        self.eval_batch_size = eval_batch_size
         return self.result
 
 
@@ -206,6 +207,7 @@ def test_exercise_5_1_depth(monkeypatch):
     chx.exercise_5_1(2)
     model = stub.calls[0][1]
     assert model.depth == 2 and model.feature_slots == 3
+    assert stub.eval_batch_size == 5000  # a panel's batches for a stack at n = 20 (memory)
     _stub(monkeypatch, test_loss=single)
     with pytest.raises(ExerciseFailed, match="90% of the best 3-slot block"):
         chx.exercise_5_1(1)
