@@ -3,7 +3,8 @@
  * relation or an operator at its top level, so a formula with none (a long fraction, a bracket)
  * can still be wider than its paragraph and run past the right edge of a phone's screen.
  * Once KaTeX has typeset the page (on DOMContentLoaded) and its fonts have loaded, and again when
- * the window is resized, every inline formula wider than its paragraph is wrapped in a `span.nlicl-math-scroll`, which scrolls sideways
+ * the window is resized, every inline formula wider than its paragraph is wrapped in a
+ * `span.nlicl-math-scroll`, which scrolls sideways
  * (nlicl.css draws a shadow at the edge that has more). Display equations already sit in the
  * theme's scrolling `div.math`, which nlicl.css gives the same cue; one that scrolls is made
  * focusable, so that a keyboard can scroll it. Formulas that fit are not
@@ -21,6 +22,7 @@
   "use strict";
 
   const WRAP = "nlicl-math-scroll";
+  const SCROLLS = "formula, scrolls sideways"; // the accessible name of a box that scrolls
 
   const wrapWide = () => {
     for (const formula of document.querySelectorAll("span.math > .katex")) {
@@ -32,7 +34,7 @@
       wrap.className = WRAP;
       wrap.tabIndex = 0; // a keyboard can scroll it too
       wrap.setAttribute("role", "group");
-      wrap.setAttribute("aria-label", "formula, scrolls sideways");
+      wrap.setAttribute("aria-label", SCROLLS);
       holder.insertBefore(wrap, formula);
       wrap.appendChild(formula);
     }
@@ -41,8 +43,8 @@
       if (display.scrollWidth > display.clientWidth + 1) {
         display.tabIndex = 0;
         display.setAttribute("role", "group");
-        display.setAttribute("aria-label", "formula, scrolls sideways");
-      } else if (display.getAttribute("aria-label") === "formula, scrolls sideways") {
+        display.setAttribute("aria-label", SCROLLS);
+      } else if (display.getAttribute("aria-label") === SCROLLS) {
         display.removeAttribute("tabindex");
         display.removeAttribute("role");
         display.removeAttribute("aria-label");

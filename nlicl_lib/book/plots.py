@@ -34,7 +34,6 @@ the sliders move in the published HTML with no kernel. With several sliders, the
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import re
 from collections.abc import Iterable, Iterator, Sequence
@@ -699,7 +698,8 @@ def log_axis_ticks(fig: go.Figure) -> go.Figure:
             continue
         if all(choice["dtick"] is None for choice in choices.values()):
             continue
-        if len({json.dumps(choice) for choice in choices.values()}) > 1:
+        per_view = any(choice != next(iter(choices.values())) for choice in choices.values())
+        if per_view:
             # a step back to plotly's own ticks (dtick null) restores the figure's first dtick
             # in plotly.js 4.1, not plotly's choice: such panels get every digit labelled
             choices = {p: choice if choice["dtick"] is not None else {"dtick": "D1", "tick0": None}
@@ -707,7 +707,7 @@ def log_axis_ticks(fig: go.Figure) -> go.Figure:
         first = next(iter(choices.values()))
         axis.dtick, axis.tick0 = first["dtick"], first["tick0"]
         axis.minor = {"showgrid": True, "gridcolor": "#f3f3f3", "ticks": ""}
-        if any(choice != first for choice in choices.values()):
+        if per_view:
             for p, choice in choices.items():
                 per_panel[p].update({f"{axis.plotly_name}.{key}": value
                                      for key, value in choice.items()})
