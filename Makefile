@@ -2,6 +2,7 @@
 # `make browser-test` also installs Debian's chromium with apt-get when it is missing.
 #
 #   make book          set up .venv, execute (cached) and build the HTML: _build/html/index.html
+#   make book-digest   print the digest of what the pages' outputs depend on besides their code
 #   make test          set up .venv, run the unit tests (not the browser test)
 #   make pdf           print the built site into one PDF, _build/html/nlicl-book.pdf (after `make book`)
 #   make browser-test  open every built page in headless chromium (needs `make book` first)
@@ -24,7 +25,7 @@ SETUP_STAMP := $(STAMPS)/setup
 CHROMIUM := /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: help setup book pdf test browser-test notebook-test live-test binder-lock chromium reproduce lint clean
+.PHONY: help setup book book-digest book-cache pdf test browser-test notebook-test live-test binder-lock chromium reproduce lint clean
 
 help:
 	@sed -n 's/^#   //p' Makefile
@@ -49,8 +50,31 @@ $(MYST_RENDER_DEPS): $(MYST_RENDER)/package.json $(MYST_RENDER)/package-lock.jso
 	else echo "npm not found: tests/test_myst_render.py will be skipped"; fi
 
 # --- the book ----------------------------------------------------------------------------
+# MyST-NB's execution cache (jupyter-cache, `execute_notebooks: cache`) runs a page again only
+# when its code cells change, not when what they import does (MyST-NB #299, jupyter-book #1633).
+# So the book's other inputs (every file of nlicl_lib, the pins, the configuration) have one
+# digest, `make -s book-digest`, kept in _build/.book-inputs: when it changes, the execution
+# cache goes, and the doctrees with it (Sphinx re-reads only pages whose source changed). A
+# content digest, not timestamps: a fresh clone has new mtimes. CI's cache is keyed on it.
+BOOK_INPUTS_STAMP := _build/.book-inputs
+BOOK_CACHES := _build/.jupyter_cache _build/.doctrees
+
+book-digest:
+	@{ find nlicl_lib -type f ! -path '*/__pycache__/*' ! -name '*.pyc'; \
+	   echo requirements.txt; echo pyproject.toml; echo _config.yml; } \
+	  | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16
+
+book-cache:
+	@digest=$$($(MAKE) -s --no-print-directory book-digest); \
+	if [ "$$(cat $(BOOK_INPUTS_STAMP) 2>/dev/null)" != "$$digest" ]; then \
+	  echo "nlicl: the library, the pins or the configuration changed (digest $$digest):" \
+	       "clearing $(BOOK_CACHES)"; \
+	  rm -rf $(BOOK_CACHES); mkdir -p $(dir $(BOOK_INPUTS_STAMP)); \
+	  echo "$$digest" > $(BOOK_INPUTS_STAMP); \
+	fi
+
 # NLICL_BOOK_BUILD=1 makes nlicl_lib.book.display.show write figures for the static site.
-book: setup
+book: setup book-cache
 	NLICL_BOOK_BUILD=1 $(BIN)/python tools/build_book.py
 
 # The whole book as one PDF, printed from the built site by Chromium (the site links to it),

@@ -21,7 +21,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW = ROOT / ".github" / "workflows" / "publish.yml"
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
-EXEC_CACHE = "_build/.nlicl_cache"
+EXEC_CACHE = "_build/.jupyter_cache"  # MyST-NB's execution cache
 PIP_CACHE = "~/.cache/pip"
 SITE = "_build/html"
 GH_PAGES_ACTION = "peaceiris/actions-gh-pages"
@@ -52,7 +52,7 @@ def make_targets(run: str) -> list[str]:
     """The targets of every ``make`` command in a step's script (an option counts as a target,
     so that ``make -C x book`` fails the checks instead of slipping past them)."""
     targets = []
-    for args in re.findall(r"(?m)(?:^|[;&|(]\s*)make\b[ \t]+([^;&|\n#]+)", run):
+    for args in re.findall(r"(?m)(?:^|[;&|(]\s*)make\b[ \t]+([^;&|\n#)>]+)", run):
         targets += args.split()
     return targets
 
@@ -115,13 +115,15 @@ def colab_branch() -> str:
     return match.group(1)
 
 
-def execution_cache_dir() -> str:
-    """Where the build keeps its execution cache: ``CACHE_DIR_NAME`` of tools/nlicl_exec.py,
-    beside the HTML output (``_build/``)."""
-    source = (ROOT / "tools" / "nlicl_exec.py").read_text(encoding="utf-8")
-    match = re.search(r"(?m)^CACHE_DIR_NAME\s*=\s*[\"']([^\"']+)[\"']", source)
-    assert match, "tools/nlicl_exec.py no longer names its cache folder in CACHE_DIR_NAME"
-    return f"_build/{match.group(1)}"
+def book_cache_paths() -> list[str]:
+    """What ``make book`` clears when the book's inputs digest changes (``BOOK_CACHES`` of the
+    Makefile: the execution cache and the doctrees) and the digest's stamp
+    (``BOOK_INPUTS_STAMP``): restored together, or the stamp would clear what was restored."""
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    caches = re.search(r"(?m)^BOOK_CACHES\s*:=\s*(.+)$", makefile)
+    stamp = re.search(r"(?m)^BOOK_INPUTS_STAMP\s*:=\s*(\S+)", makefile)
+    assert caches and stamp, "the Makefile no longer names BOOK_CACHES and BOOK_INPUTS_STAMP"
+    return caches.group(1).split() + [stamp.group(1)]
 
 
 def default_branch() -> str:
@@ -288,7 +290,7 @@ def first_step(job: dict, target: str) -> int:
 
 
 def test_execution_cache_is_where_the_build_keeps_it():
-    assert execution_cache_dir() == EXEC_CACHE
+    assert EXEC_CACHE in book_cache_paths()
 
 
 def test_execution_cache_is_restored_and_saved(workflow):
@@ -300,9 +302,14 @@ def test_execution_cache_is_restored_and_saved(workflow):
                     if i < book]
         assert restores, f"job {job_id} does not restore {EXEC_CACHE} before `make book`"
         step = steps(job)[restores[0]]
+        paths = [normal_path(p) for p in lines(step["with"].get("path"))]
+        assert sorted(paths) == sorted(book_cache_paths()), \
+            f"the cached paths {paths} are not what `make book` clears with its stamp"
         key = str(step["with"].get("key", ""))
-        assert "hashFiles('requirements.txt')" in key.replace('"', "'"), \
-            f"the execution cache's key {key!r} is not keyed on requirements.txt"
+        digest = [s for s in steps(job)[:restores[0]] if "book-digest" in make_targets(s.get("run", ""))]
+        assert digest and digest[0].get("id"), "no step with an id computes `make book-digest`"
+        assert f"steps.{digest[0]['id']}.outputs.digest" in key, \
+            f"the execution cache's key {key!r} is not keyed on the book's inputs digest"
         # A key, once saved, is never overwritten: a key that stays the same from one run to the
         # next would keep the first run's executions forever.
         assert re.search(r"github\.(run_id|sha)", key), \

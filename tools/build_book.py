@@ -2,10 +2,10 @@
 
 Usage: ``python tools/build_book.py`` (``make book`` runs it inside ``.venv``).
 
-Pages are executed inline by MyST-NB and cached by ``tools/nlicl_exec.py`` (in
-``_build/.nlicl_cache``): a page runs again when its code, its ``{eval}`` expressions, the
-library ``nlicl_lib`` or the pins change, and only then. After a successful build it lists the
-slowest cells (``tests/test_notebooks.py`` fails on a cell over a minute).
+Pages are executed by MyST-NB with its execution cache (``execute_notebooks: cache``, in
+``_build/.jupyter_cache``): a page runs again when its code cells change; ``make book`` clears
+the cache first when the library ``nlicl_lib``, the pins or the configuration changed (its
+``book-cache`` rule).
 
 It first runs ``tools/check_refs.py``: a page or library string that cites the team's private
 notes instead of the book's numbered results stops the build.
@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -38,7 +37,6 @@ from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import check_refs  # noqa: E402 (tools/ is not a package)
-import nlicl_exec  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -133,8 +131,6 @@ def main(argv: list[str] | None = None) -> int:
     start = time.monotonic()
     if check_refs.main() != 0:  # the pages cite the book's own numbered results only
         return 1
-    # the execution cache of earlier builds (jupyter-cache), which the build no longer uses
-    shutil.rmtree(ROOT / "_build" / ".jupyter_cache", ignore_errors=True)
     status = build()
     elapsed = time.monotonic() - start
     if status != 0:
@@ -143,11 +139,6 @@ def main(argv: list[str] | None = None) -> int:
     if check_outputs(ROOT) != 0:
         print("nlicl: book build FAILED: warnings in the outputs", file=sys.stderr)
         return 1
-    slowest = nlicl_exec.slowest_cells(ROOT / "_build" / nlicl_exec.CACHE_DIR_NAME)
-    if slowest:
-        print("nlicl: slowest cells (seconds, page, cell index, first line; when last executed):")
-        for seconds, page, index, first in slowest:
-            print(f"  {seconds:6.1f}  {page}  cell {index}: {first[:70]}")
     print(f"nlicl: book built in {elapsed:.0f} s: {ROOT / '_build' / 'html' / 'index.html'}")
     return 0
 

@@ -47,6 +47,7 @@ import json
 import math
 import os
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import plotly.graph_objects as go
@@ -306,34 +307,37 @@ SR_ONLY_STYLE = ("position:absolute;width:1px;height:1px;margin:-1px;padding:0;b
 rules as the class ``nlicl-sr-only`` of the book's CSS, so it works without that)."""
 
 
-class ProseValues:
-    """The numbers a page's prose quotes, by name: ``prose.ratio = 0.99`` in a code cell, then
-    ``{eval}`f"{prose.ratio:.4f}"``` in the text.
+GLUE_PREFIX = "application/papermill.record/"
+"""The MIME prefix of MyST-NB's glue record (``myst_nb.ext.glue.GLUE_PREFIX``)."""
 
-    The ``{eval}`` inline role evaluates its expression in the page's kernel where the text
-    stands: MyST-NB does it in the book build, ``jupyterlab-myst`` when a reader runs the
-    notebook in JupyterLab (Binder), and the build writes the values into the text of the
-    notebooks it offers for download and for Colab. One object per page keeps those names
-    apart from the page's own variables. Values are set as attributes, or by name with
-    ``prose[name] = value`` (names computed in a loop); reading a name that was never set is
-    an ``AttributeError`` that names it, so a typo in the text fails the strict build.
+
+def glue(name: str, value: Any) -> None:
+    """Record ``value`` under ``name`` for the page's text: ``{glue:text}`name:.4f```.
+
+    Writes the output that ``myst_nb.glue(name, value, display=False)`` writes (MyST-NB's glue
+    record: the value's ``text/plain`` under :data:`GLUE_PREFIX`, and ``scrapbook`` metadata),
+    without importing MyST-NB, so a reader's environment (Colab, Binder, a laptop) needs no
+    Sphinx. The book build reads the record back into the text; a front end shows nothing,
+    since no front end renders that MIME type. ``{glue:text}`` formats the value with the
+    format spec after the key (``:.4f``, ``:.0%``), after reading its ``text/plain`` with
+    ``ast.literal_eval``, so the value must be a plain Python ``int``, ``float``, ``bool`` or
+    ``str``; a numpy or torch scalar is converted here (``.item()``).
     """
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"glue name must be a Python identifier; got {name!r}")
+    if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):  # numpy or torch scalar
+        value = value.item()
+    if not isinstance(value, (int, float, str)):  # bool is an int
+        raise TypeError(f"glue value {name!r} must be an int, float, bool or str (or a numpy "
+                        f"or torch scalar); got {type(value).__name__}: {value!r}")
+    publish_display_data({GLUE_PREFIX + "text/plain": repr(value)},
+                         metadata={"scrapbook": {"name": name, "mime_prefix": GLUE_PREFIX}})
 
-    def __setitem__(self, name: str, value: Any) -> None:
-        if not isinstance(name, str) or not name.isidentifier():
-            raise ValueError(f"prose value name must be a Python identifier; got {name!r}")
-        setattr(self, name, value)
 
-    def __getitem__(self, name: str) -> Any:
-        return getattr(self, name)
-
-    def update(self, values: dict[str, Any]) -> None:
-        """Set every ``name: value`` of ``values``."""
-        for name, value in values.items():
-            self[name] = value
-
-    def __repr__(self) -> str:
-        return f"ProseValues({', '.join(sorted(vars(self)))})"
+def glue_values(values: Mapping[str, Any]) -> None:
+    """:func:`glue` every ``name: value`` of ``values``."""
+    for name, value in values.items():
+        glue(name, value)
 
 
 def in_book_build() -> bool:
