@@ -73,9 +73,11 @@ book-cache:
 	  echo "$$digest" > $(BOOK_INPUTS_STAMP); \
 	fi
 
+# Strict: every Sphinx warning (a cell's stderr among them, `execute.stderr_output: warn`),
+# broken cross-reference and failing cell fails the build, with the cell's traceback printed.
 # NLICL_BOOK_BUILD=1 makes nlicl_lib.book.display.show write figures for the static site.
 book: setup book-cache
-	NLICL_BOOK_BUILD=1 $(BIN)/python tools/build_book.py
+	NLICL_BOOK_BUILD=1 $(BIN)/jupyter-book build . -W -n --keep-going
 
 # The whole book as one PDF, printed from the built site by Chromium (the site links to it),
 # then checked: every page of the table of contents, every figure.
@@ -101,7 +103,7 @@ browser-test: setup chromium
 # The notebooks the site offers: each download read as plain Markdown and drawn by nbconvert's
 # HTML in Chromium; each Colab copy run in a venv of Colab's versions (tests/envs/).
 notebook-test: setup chromium $(MYST_RENDER_DEPS)
-	$(BIN)/python -m pytest -m built -s tests/test_notebooks.py tests/test_myst_render.py tests/test_colab.py
+	$(BIN)/python -m pytest -m built -s tests/test_book_cache.py tests/test_notebooks.py tests/test_myst_render.py tests/test_colab.py
 
 # Binder: a venv from binder/ alone (requirements, then postBuild), every chapter run in it.
 live-test: setup $(MYST_RENDER_DEPS)

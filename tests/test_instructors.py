@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from nlicl_lib.book import instructors
+from nlicl_lib.core import book_refs
 from nlicl_lib.core.tasks import TaskConfig
 from nlicl_lib.theory import capacity, closed_forms
 from nlicl_lib.theory.linearity import best_affine_loss
@@ -25,7 +26,6 @@ BOOK = ROOT / "book"
 TOOLS = ROOT / "tools"
 sys.path.insert(0, str(TOOLS))
 import binder_pages  # noqa: E402 (tools/ is not a package)
-import check_refs  # noqa: E402
 
 PAGE = BOOK / "instructors.md"
 PROBLEMS_PAGE = BOOK / "instructor_problems.md"
@@ -217,7 +217,7 @@ def test_at_least_two_problems_per_chapter():
 
 
 def test_every_cited_result_exists_in_the_theory_part():
-    labels = check_refs.theory_numbering(BOOK / "theorems.md")
+    labels = book_refs.RESULTS
     for page in (PAGE, PROBLEMS_PAGE):
         used = PRF_REF.findall(page.read_text(encoding="utf-8"))
         unknown = sorted(set(used) - set(labels))
@@ -378,7 +378,7 @@ def test_the_directive_refuses_an_unknown_table(tmp_path):
 def test_the_problems_page_parses_and_its_references_resolve(tmp_path):
     theory = "# Theory\n\n" + "\n".join(
         f":::{{prf:theorem}} {title}\n:label: {label}\n\nStated.\n:::\n"
-        for label, (_, _, title) in check_refs.theory_numbering(BOOK / "theorems.md").items())
+        for label, (_, _, title) in book_refs.RESULTS.items())
     warnings, out = _sphinx_build(tmp_path, {
         "index.md": "# Index\n\n```{toctree}\nbook/theorems\nbook/instructor_problems\n```\n",
         "book/theorems.md": theory,
