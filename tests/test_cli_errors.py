@@ -188,6 +188,7 @@ MEASURED = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self (Linux)")
 def test_estimate_bounds_the_measured_peak_within_a_factor_of_three_and_a_half():
     """A training step (2 steps of ``train``) and a test batch (``estimate_loss``, nothing

@@ -74,6 +74,7 @@ def test_fit_losses_never_rise_and_each_gamma_is_optimal_on_its_contexts(referen
             assert other > base
 
 
+@pytest.mark.slow
 def test_reference_matches_plain_monte_carlo_where_the_loss_is_light_tailed():
     task = TaskConfig(kind="poly", input_dim=3, context_length=100, degree=2)
     reference = greedy_reference(task, schedule_features(task, 3, 3), fit_contexts=20000,
