@@ -3,7 +3,8 @@
 #
 #   make book          set up .venv, execute (cached) and build the HTML: _build/html/index.html
 #   make book-digest   print the digest of what the pages' outputs depend on besides their code
-#   make test          set up .venv, run the unit tests (not the browser test)
+#   make test          set up .venv, run the unit tests (not the slow ones, not the browser test)
+#   make test-slow     the slow unit tests: reruns of the stored studies, trained models (minutes)
 #   make pdf           print the built site into one PDF, _build/html/nlicl-book.pdf (after `make book`)
 #   make browser-test  open every built page in headless chromium (needs `make book` first)
 #   make notebook-test the downloaded notebooks and the Colab copies, read and run as their readers would (after `make book`)
@@ -25,7 +26,7 @@ SETUP_STAMP := $(STAMPS)/setup
 CHROMIUM := /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: help setup book book-digest book-cache pdf test browser-test notebook-test live-test binder-lock chromium reproduce lint clean
+.PHONY: help setup book book-digest book-cache pdf test test-slow browser-test notebook-test live-test binder-lock chromium reproduce lint clean
 
 help:
 	@sed -n 's/^#   //p' Makefile
@@ -87,7 +88,10 @@ pdf: setup chromium
 
 # --- tests -------------------------------------------------------------------------------
 test: setup $(MYST_RENDER_DEPS)
-	$(BIN)/python -m pytest -m "not browser and not built and not live"
+	$(BIN)/python -m pytest -m "not slow and not browser and not built and not live"
+
+test-slow: setup
+	$(BIN)/python -m pytest -m "slow and not browser and not built and not live"
 
 chromium:
 	@if [ ! -x $(CHROMIUM) ]; then \

@@ -169,6 +169,7 @@ def test_the_build_stops_at_its_start_on_a_bad_repository_setting(tmp_path):
         live.check_repository(App, Config)
 
 
+@pytest.mark.slow
 def test_colab_install_cell_installs_the_library_from_a_clone_in_a_fresh_venv(tmp_path):
     """The Colab copy's first cell, as the build writes it from the repository setting but with
     the address of a local clone (a file URL), run as on Colab (``google.colab`` imported) in a

@@ -158,6 +158,7 @@ def saturation_references():
         torch.set_num_threads(threads)
 
 
+@pytest.mark.slow  # saturation_references (5 to 10 s) and the tests below that share it
 def test_saturation_sweep_structure(saturation_references):
     sweep = saturation_references
     assert list(sweep.curves) == SATURATION_DIMS
@@ -174,6 +175,7 @@ def test_saturation_sweep_structure(saturation_references):
         assert all(type(v) is float for v in values)  # Python floats, as the prose quotes them
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("d", SATURATION_DIMS)
 def test_saturation_curve_is_the_proposition(saturation_references, d):
     """Proposition 12 (prop-capacity) at d = 3, 4, 5: equal to the kernel optimum at m = p2 (to
@@ -206,6 +208,7 @@ def test_saturation_curve_is_the_proposition(saturation_references, d):
         assert curve.slot_loss[m] <= random / curve.null_loss * (1 + 1e-9)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("d", SATURATION_DIMS)
 def test_the_curve_falls_by_the_eigenvalues_of_item_5(saturation_references, d):
     """Proposition 12 (prop-capacity), item 5: the L-BFGS curve l_m of every size m = 0..p2 + 2
@@ -225,6 +228,7 @@ def test_the_curve_falls_by_the_eigenvalues_of_item_5(saturation_references, d):
     assert np.abs(drops[p2:]).max() <= 1e-12 * curve.null_loss  # and nothing after p2
 
 
+@pytest.mark.slow
 def test_saturation_paths_equal_the_full_searches(saturation_references):
     """The warm-started paths find the optima of the default searches (enumeration start plus
     four random starts): every size at d = 3, a few at d = 4."""

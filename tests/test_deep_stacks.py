@@ -92,7 +92,12 @@ def test_default_depth_eight_training_stays_finite():
 
 
 # weight sums and sums of squares of single-block models (seed 0, QUADRATIC, float64 copies
-# of the float32 initialisation), recorded from the code before issue 11's change
+# of the float32 initialisation), recorded from the code before issue 11's change, on another CPU
+WEIGHT_SUM_TOLERANCE = 1e-6
+"""Each sum is held to this fraction of the weights' absolute sum, each sum of squares to this
+relative error: about 8 float32 ulps per weight. The float32 draws and the QR of the orthogonal
+$W_3$ are rounded by each CPU's own kernels (measured: $W_3$'s sum off by 1.1e-8 of its absolute
+sum on an AVX-512 Xeon); a changed initialisation moves the sums by order one."""
 DEPTH_ONE_WEIGHTS = {
     "default": (ModelConfig(kind="glu-lsa"), {
         "blocks.0.glu.w1": (10.453944087, 74.753898166),
@@ -113,7 +118,8 @@ DEPTH_ONE_WEIGHTS = {
         "blocks.0.lsa.p": (-0.038182285, 0.0053566),
         "blocks.0.lsa.q": (0.042401185, 0.007602831)}),
 }
-# the first six batch losses of train() on the "m3" model (steps=6, batch 100, lr 0.01), before
+# the first six batch losses of train() on the "m3" model (steps=6, batch 100, lr 0.01), before,
+# in float32 on another CPU (measured within 2e-7 of these here; held to 1e-5)
 DEPTH_ONE_HISTORY = [380.3905029296875, 592.8829345703125, 560.7164306640625,
                      385.6963806152344, 118.6688461303711, 117.90186309814453]
 
@@ -123,8 +129,10 @@ def test_single_block_initialisation_and_training_are_unchanged():
         state = build_model(config, QUADRATIC, seed=0, dtype=F64).state_dict()
         assert sorted(state) == sorted(sums), name
         for key, (total, squares) in sums.items():
-            assert float(state[key].sum()) == pytest.approx(total, rel=1e-7, abs=1e-8), key
-            assert float((state[key] ** 2).sum()) == pytest.approx(squares, rel=1e-7), key
+            scale = WEIGHT_SUM_TOLERANCE * float(state[key].abs().sum())
+            assert float(state[key].sum()) == pytest.approx(total, rel=0, abs=scale), key
+            assert float((state[key] ** 2).sum()) == pytest.approx(
+                squares, rel=WEIGHT_SUM_TOLERANCE), key
     model = build_model(ModelConfig(kind="glu-lsa", feature_slots=3), QUADRATIC, seed=0)
     result = train(model, QUADRATIC, TrainConfig(steps=6, batch_size=100, learning_rate=0.01),
                    progress=False)

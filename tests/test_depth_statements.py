@@ -166,6 +166,7 @@ def test_task_integral_is_the_mean_over_tasks_and_noise_at_fixed_inputs():
     assert abs(integrated - mean) < 4 * error
 
 
+@pytest.mark.slow
 def test_query_integral_is_the_mean_over_queries_at_a_fixed_context():
     """The moment formula of context_conditional_loss against the task-integrated loss averaged
     over many queries, one context, a depth-2 stack writing cubic features, noisy labels."""

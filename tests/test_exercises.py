@@ -73,7 +73,7 @@ def test_a_passed_check_records_its_cell_time_for_the_instructors_page(monkeypat
     data, metadata = published[0]
     info = metadata[exercises.METADATA_KEY]
     assert info["id"] == "9.3" and info["title"] == "A title"
-    assert info["seconds"] is not None and 0 <= info["seconds"] < 60
+    assert info["seconds"] is not None and info["seconds"] >= 0
     assert info["device"].startswith(("cpu", "cuda", "mps"))
     assert "✓ Exercise 9.3" in data["text/plain"]
 

@@ -160,18 +160,3 @@ def test_colab_copies_install_the_built_commit_and_the_buttons_open_them() -> No
         links = re.findall(r'href="(https://colab\.research\.google\.com/[^"]+)"', html)
         assert links and all(link.endswith(f"/_colab/book/{source.name}") for link in links), (
             f"{source.stem}: Colab links {links}")
-
-
-CELL_LIMIT_S = 60.0
-"""No cell of any page may run longer (on the machine that executed it for this build)."""
-
-
-@pytest.mark.skipif(not DOWNLOADS, reason=NOT_BUILT)
-def test_no_cell_of_any_page_runs_longer_than_a_minute() -> None:
-    nlicl_exec = load("nlicl_exec")
-    cache = ROOT / "_build" / nlicl_exec.CACHE_DIR_NAME
-    timed = nlicl_exec.slowest_cells(cache, count=10**6)
-    assert timed, f"no cell timings in {cache}: run `make book`"
-    over = [t for t in timed if t[0] > CELL_LIMIT_S]
-    assert over == [], "cells over a minute:\n" + "\n".join(
-        f"{seconds:.0f} s  {page} cell {index}: {first}" for seconds, page, index, first in over)

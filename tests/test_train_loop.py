@@ -25,6 +25,9 @@ from nlicl_lib.training.train import (
     train,
 )
 
+# bit for bit in one process: on one torch thread every sum has one order
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 LINEAR = TaskConfig(kind="linear", input_dim=3, context_length=8)
 POLY = TaskConfig(kind="poly", input_dim=2, context_length=8, degree=2)
 
