@@ -6,7 +6,7 @@
 #   make pdf           print the built site into one PDF, _build/html/nlicl-book.pdf (after `make book`)
 #   make browser-test  open every built page in headless chromium (needs `make book` first)
 #   make notebook-test the downloaded notebooks and the Colab copies, read and run as their readers would (after `make book`)
-#   make live-test     every chapter in a venv built from binder/ alone, as Binder builds it
+#   make live-test     every chapter's built notebook in a venv built from binder/ alone, as on Binder (after `make book`)
 #   make binder-lock   rewrite binder/requirements.txt (every package pinned) from binder/requirements.in
 #   make reproduce     recompute every measured number into results/ and the Results page's table
 #   make lint          ruff
@@ -40,16 +40,9 @@ $(SETUP_STAMP): requirements.txt pyproject.toml $(BIN)/python
 
 setup: $(SETUP_STAMP)
 
-# The jupyterlab-myst render check (tests/test_myst_render.py): the npm packages jupyterlab-myst
-# uses, at the versions its lockfile pins (tests/myst_render/package-lock.json).
-MYST_RENDER := tests/myst_render
-MYST_RENDER_DEPS := $(MYST_RENDER)/node_modules/.package-lock.json
-$(MYST_RENDER_DEPS): $(MYST_RENDER)/package.json $(MYST_RENDER)/package-lock.json
-	@if command -v npm >/dev/null; then npm ci --prefix $(MYST_RENDER) --no-audit --no-fund --loglevel=error; \
-	else echo "npm not found: tests/test_myst_render.py will be skipped"; fi
-
 # --- the book ----------------------------------------------------------------------------
-# NLICL_BOOK_BUILD=1 makes nlicl_lib.book.display.show write figures for the static site.
+# NLICL_BOOK_BUILD=1 makes nlicl_lib.book.display.show write figures for the static site. The
+# HTML build is followed by the `jupyter` builder over the same doctrees: the reader notebooks.
 book: setup
 	NLICL_BOOK_BUILD=1 $(BIN)/python tools/build_book.py
 
@@ -60,7 +53,7 @@ pdf: setup chromium
 	$(BIN)/python -m pytest -m built -q tests/test_pdf.py
 
 # --- tests -------------------------------------------------------------------------------
-test: setup $(MYST_RENDER_DEPS)
+test: setup
 	$(BIN)/python -m pytest -m "not browser and not built and not live"
 
 chromium:
@@ -76,11 +69,11 @@ browser-test: setup chromium
 
 # The notebooks the site offers: each download read as plain Markdown and drawn by nbconvert's
 # HTML in Chromium; each Colab copy run in a venv of Colab's versions (tests/envs/).
-notebook-test: setup chromium $(MYST_RENDER_DEPS)
-	$(BIN)/python -m pytest -m built -s tests/test_notebooks.py tests/test_myst_render.py tests/test_colab.py
+notebook-test: setup chromium
+	$(BIN)/python -m pytest -m built -s tests/test_notebooks.py tests/test_colab.py
 
 # Binder: a venv from binder/ alone (requirements, then postBuild), every chapter run in it.
-live-test: setup $(MYST_RENDER_DEPS)
+live-test: setup
 	$(BIN)/python -m pytest -m live -s tests/test_binder.py
 
 binder-lock: setup

@@ -119,9 +119,9 @@ def check_outputs(root: Path) -> int:
     return 0
 
 
-def build() -> int:
+def build(*builder: str) -> int:
     jupyter_book = Path(sys.executable).with_name("jupyter-book")
-    command = [str(jupyter_book), "build", str(ROOT), "-W", "-n", "--keep-going"]
+    command = [str(jupyter_book), "build", str(ROOT), "-W", "-n", "--keep-going", *builder]
     env = dict(os.environ, NLICL_BOOK_BUILD="1")
     print("nlicl: " + " ".join(command), flush=True)
     return subprocess.call(command, cwd=ROOT, env=env)
@@ -135,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     # the execution cache of earlier builds (jupyter-cache), which the build no longer uses
     shutil.rmtree(ROOT / "_build" / ".jupyter_cache", ignore_errors=True)
-    status = build()
+    # the HTML, then the reader notebooks from the same doctrees (nlicl_lib/sphinxext/notebooks.py)
+    status = build() or build("--builder", "custom", "--custom-builder", "jupyter")
     elapsed = time.monotonic() - start
     if status != 0:
         print(f"nlicl: book build FAILED (exit {status}) after {elapsed:.0f} s", file=sys.stderr)
