@@ -182,7 +182,7 @@ def test_build_commit_is_the_environment_s_or_the_checkout_s(monkeypatch, tmp_pa
 CONF = """\
 extensions = ["myst_nb", "sphinx_proof", "sphinx_exercise", "nlicl_lib.sphinxext.notebooks"]
 prf_realtyp_to_countertyp = {"definition": "theorem", "lemma": "theorem"}  # one counter
-myst_enable_extensions = ["colon_fence"]
+myst_enable_extensions = ["colon_fence", "dollarmath"]
 myst_heading_anchors = 2
 numfig = True
 nb_execution_mode = "force"
@@ -191,6 +191,10 @@ html_theme_options = {"repository_url": "https://github.com/a/b", "repository_br
 """
 THEORY = """\
 # Theory
+
+:::{admonition} In this part
+Two results.
+:::
 
 :::{prf:definition} A definition
 :label: def-a
@@ -236,6 +240,12 @@ print(2 * x)
 ```
 
 ```{{code-cell}} ipython3
+---
+mystnb:
+  figure:
+    caption: A line, $y$ against $x$.
+    name: fig-line
+---
 from IPython.display import display
 display({{"text/html": "<div>fig</div>", "text/plain": "fig"}}, raw=True,
         metadata={{"nlicl": {{"figure_id": "f1", "figure": {FIGURE!r}}}}})
@@ -288,12 +298,14 @@ def test_the_builder_writes_notebooks_that_read_and_run_like_the_page(tmp_path):
     assert '<a id="def-a"></a>**Definition 1.1** (A definition)' in theory
     assert '<a id="lem-b"></a>**Lemma 1.2** (A lemma)' in theory
     assert '<dt><a id="term-kernel"></a>kernel</dt>' in theory
+    assert "**In this part**\n\nTwo results." in theory and "# In this part" not in theory  # 6
     download = nbformat.read(html / "_sources" / "page.ipynb", 4)
     nbformat.validate(download)
     text = "\n".join(c.source for c in download.cells if c.cell_type == "markdown")
     assert "## <a id=\"a-section\"></a>A section" in text
     assert "[Definition 1.1](theory.ipynb#def-a)" in text
     assert re.search(r'^## <a id="ex-double"></a>Exercise 2\.1 \(Double it\)$', text, re.M), text
+    assert '<a id="fig-line"></a>**Fig. 2.1** A line, $ y $ against $ x $.' in text
     # every code cell, the one whose input the page hides too, with its tags and outputs (issue 4)
     code = [c for c in download.cells if c.cell_type == "code"]
     assert [c.source.splitlines()[0] for c in code] == [

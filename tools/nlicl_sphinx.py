@@ -28,6 +28,8 @@ carry plotly.js (see its docstring). This extension
   every page) off the pages without a formula, as Sphinx's MathJax support does: 0.3 MB that
   the search page, the index and the bibliography would load for nothing.
 
+* names myst-nb's toggles of hidden cells by their text and takes ``role="list"`` off the
+  bibliography (:func:`accessible_names`: two axe-core findings);
 * replaces the theme's icon script (``_static/scripts/fontawesome.js``, 1.49 MB, loaded by every
   page to turn ``<i class="fa-solid fa-bars">`` into SVG at run time) by the SVG of the few
   icons the pages use, written into the HTML when the build finishes (:func:`inline_icons`;

@@ -76,9 +76,21 @@ class ReaderTranslator(JupyterTranslator):
         self.markdown_lines += [f'<a id="{i}"></a>' for i in ids]
 
     def visit_title(self, node: nodes.Element) -> None:
+        if type(node.parent) is nodes.admonition:
+            # Upstream "An admonition's title becomes a heading" (issue 6): "# In this chapter"
+            # in the middle of a page. A bold line, as the page shows it.
+            self.add_markdown_cell()
+            self.markdown_lines.append("**")
+            return
         super().visit_title(node)
         if isinstance(node.parent, (nodes.section, nodes.Admonition)):
             self.anchors(node.parent["ids"])
+
+    def depart_title(self, node: nodes.Element) -> None:
+        if type(node.parent) is nodes.admonition:
+            self.markdown_lines.append("**\n\n")
+        else:
+            super().depart_title(node)
 
     def visit_term(self, node: nodes.Element) -> None:
         super().visit_term(node)
