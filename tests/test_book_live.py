@@ -189,8 +189,8 @@ nb_execution_mode = "force"
 html_static_path = ["_static"]
 html_theme_options = {"repository_url": "https://github.com/a/b", "repository_branch": "main"}
 """
-THEORY = """\
-# Theory
+PROOFS = """\
+# Proofs
 
 :::{admonition} In this part
 Two results.
@@ -286,24 +286,24 @@ def test_the_builder_writes_notebooks_that_read_and_run_like_the_page(tmp_path):
     src = tmp_path / "src"
     (src / "_static" / "vendor").mkdir(parents=True)
     (src / "_static" / "vendor" / "plotly-cartesian.min.js").write_text("/* plotly.js */")
-    pages = {"conf.py": CONF, "theory.md": THEORY, "page.md": PAGE,
-             "index.md": "# Index\n\n```{toctree}\n:numbered:\ntheory\npage\n```\n"}
+    pages = {"conf.py": CONF, "proofs.md": PROOFS, "page.md": PAGE,
+             "index.md": "# Index\n\n```{toctree}\n:numbered:\nproofs\npage\n```\n"}
     for name, text in pages.items():
         (src / name).write_text(text, encoding="utf-8")
     done = build_notebooks(src)
     assert done.returncode == 0, done.stderr
     html = tmp_path / "_build" / "html"
-    theory = "\n".join(c.source for c in nbformat.read(html / "_colab" / "theory.ipynb", 4).cells)
+    proofs = "\n".join(c.source for c in nbformat.read(html / "_colab" / "proofs.ipynb", 4).cells)
     # the result's own kind, and anchors for results and glossary terms (issues 1 and 3)
-    assert '<a id="def-a"></a>**Definition 1.1** (A definition)' in theory
-    assert '<a id="lem-b"></a>**Lemma 1.2** (A lemma)' in theory
-    assert '<dt><a id="term-kernel"></a>kernel</dt>' in theory
-    assert "**In this part**\n\nTwo results." in theory and "# In this part" not in theory  # 6
+    assert '<a id="def-a"></a>**Definition 1.1** (A definition)' in proofs
+    assert '<a id="lem-b"></a>**Lemma 1.2** (A lemma)' in proofs
+    assert '<dt><a id="term-kernel"></a>kernel</dt>' in proofs
+    assert "**In this part**\n\nTwo results." in proofs and "# In this part" not in proofs  # 6
     download = nbformat.read(html / "_sources" / "page.ipynb", 4)
     nbformat.validate(download)
     text = "\n".join(c.source for c in download.cells if c.cell_type == "markdown")
     assert "## <a id=\"a-section\"></a>A section" in text
-    assert "[Definition 1.1](theory.ipynb#def-a)" in text
+    assert "[Definition 1.1](proofs.ipynb#def-a)" in text
     assert re.search(r'^## <a id="ex-double"></a>Exercise 2\.1 \(Double it\)$', text, re.M), text
     assert '<a id="fig-line"></a>**Fig. 2.1** A line, $ y $ against $ x $.' in text
     # every code cell, the one whose input the page hides too, with its tags and outputs (issue 4)
@@ -327,6 +327,6 @@ def test_the_builder_writes_notebooks_that_read_and_run_like_the_page(tmp_path):
     assert [c.source for c in copy.cells[1:]] == [c.source for c in download.cells]
     assert not any(c.get("outputs") for c in copy.cells)
     # a warning fails the build (issue 5: the builder no longer exits before Sphinx counts them)
-    (src / "theory.md").write_text(THEORY + "\nSee {ref}`nowhere`.\n", encoding="utf-8")
+    (src / "proofs.md").write_text(PROOFS + "\nSee {ref}`nowhere`.\n", encoding="utf-8")
     done = build_notebooks(src)
     assert done.returncode != 0 and "undefined label: 'nowhere'" in done.stderr
