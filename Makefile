@@ -8,7 +8,7 @@
 #   make pdf           print the built site into one PDF, _build/html/nlicl-book.pdf (after `make book`)
 #   make browser-test  open every built page in headless chromium (needs `make book` first)
 #   make notebook-test the downloaded notebooks and the Colab copies, read and run as their readers would (after `make book`)
-#   make live-test     every chapter in a venv built from binder/ alone, as Binder builds it
+#   make live-test     every chapter's built notebook in a venv built from binder/ alone, as on Binder (after `make book`)
 #   make binder-lock   rewrite binder/requirements.txt (every package pinned) from binder/requirements.in
 #   make reproduce     recompute every measured number into results/ and the Results page's table
 #   make lint          ruff
@@ -42,14 +42,6 @@ $(SETUP_STAMP): requirements.txt pyproject.toml $(BIN)/python
 
 setup: $(SETUP_STAMP)
 
-# The jupyterlab-myst render check (tests/test_myst_render.py): the npm packages jupyterlab-myst
-# uses, at the versions its lockfile pins (tests/myst_render/package-lock.json).
-MYST_RENDER := tests/myst_render
-MYST_RENDER_DEPS := $(MYST_RENDER)/node_modules/.package-lock.json
-$(MYST_RENDER_DEPS): $(MYST_RENDER)/package.json $(MYST_RENDER)/package-lock.json
-	@if command -v npm >/dev/null; then npm ci --prefix $(MYST_RENDER) --no-audit --no-fund --loglevel=error; \
-	else echo "npm not found: tests/test_myst_render.py will be skipped"; fi
-
 # --- the book ----------------------------------------------------------------------------
 # MyST-NB's execution cache (jupyter-cache, `execute_notebooks: cache`) runs a page again only
 # when its code cells change, not when what they import does (MyST-NB #299, jupyter-book #1633).
@@ -76,9 +68,13 @@ book-cache:
 
 # Strict: every Sphinx warning (a cell's stderr among them, `execute.stderr_output: warn`),
 # broken cross-reference and failing cell fails the build, with the cell's traceback printed.
-# NLICL_BOOK_BUILD=1 makes nlicl_lib.book.display.show write figures for the static site.
+# NLICL_BOOK_BUILD=1 makes nlicl_lib.book.display.show write figures for the static site. The
+# HTML build is followed by the `jupyter` builder over the same doctrees: the reader notebooks
+# (nlicl_lib/sphinxext/notebooks.py).
+BOOK_BUILD := NLICL_BOOK_BUILD=1 $(BIN)/jupyter-book build . -W -n --keep-going
 book: setup book-cache
-	NLICL_BOOK_BUILD=1 $(BIN)/jupyter-book build . -W -n --keep-going
+	$(BOOK_BUILD)
+	$(BOOK_BUILD) --builder custom --custom-builder jupyter
 
 # The whole book as one PDF, printed from the built site by Chromium (the site links to it),
 # then checked: every page of the table of contents, every figure.
@@ -87,7 +83,7 @@ pdf: setup chromium
 	$(BIN)/python -m pytest -m built -q tests/test_pdf.py
 
 # --- tests -------------------------------------------------------------------------------
-test: setup $(MYST_RENDER_DEPS)
+test: setup
 	$(BIN)/python -m pytest -m "not slow and not browser and not built and not live"
 
 test-slow: setup
@@ -106,11 +102,11 @@ browser-test: setup chromium
 
 # The notebooks the site offers: each download read as plain Markdown and drawn by nbconvert's
 # HTML in Chromium; each Colab copy run in a venv of Colab's versions (tests/envs/).
-notebook-test: setup chromium $(MYST_RENDER_DEPS)
-	$(BIN)/python -m pytest -m built -s tests/test_book_cache.py tests/test_notebooks.py tests/test_myst_render.py tests/test_colab.py
+notebook-test: setup chromium
+	$(BIN)/python -m pytest -m built -s tests/test_book_cache.py tests/test_notebooks.py tests/test_colab.py
 
 # Binder: a venv from binder/ alone (requirements, then postBuild), every chapter run in it.
-live-test: setup $(MYST_RENDER_DEPS)
+live-test: setup
 	$(BIN)/python -m pytest -m live -s tests/test_binder.py
 
 binder-lock: setup

@@ -3,12 +3,13 @@
 Binder (repo2docker) builds its environment from ``binder/`` alone: ``pip install -r
 binder/requirements.txt``, then ``binder/postBuild``. These tests do the same into a fresh venv
 (``.envs/binder``, reused while those files do not change), with nothing from the book build's
-``.venv``, then open each chapter's source notebook (``book/<chapter>.md``, as JupyterLab opens it
-with jupytext) and run it top to bottom in a kernel of that venv, on the CPU, under 1 GB of
-peak memory (what Binder gives a chapter), and press one live panel's Train button.
+``.venv``. The Binder button opens a chapter's live copy (``_colab/book/<chapter>.ipynb`` of the
+published site, pulled in by nbgitpuller), so the tests run the built copies
+(``_build/html/_colab/book/ch*.ipynb``: run ``make book`` first) top to bottom in a kernel of
+that venv, on the CPU, under 1 GB of peak memory (what Binder gives a chapter), press one live
+panel's Train button, and check that nbgitpuller's server extension is on.
 
 What they cannot check: a real Binder (its image build, network, and JupyterLab in a browser).
-The rendering of the chapters' MyST by jupyterlab-myst is checked by ``tests/test_myst_render.py``.
 Run with ``make live-test`` (marker ``live``); ``NLICL_NOTEBOOKS=ch2,ch3`` restricts the chapters.
 """
 
@@ -22,7 +23,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import jupytext
+import nbformat
 import pytest
 from notebook_envs import ENVS_DIR, ensure_venv, run_notebook
 
@@ -31,7 +32,7 @@ pytestmark = pytest.mark.live
 ROOT = Path(__file__).resolve().parents[1]
 BINDER = ROOT / "binder"
 MEMORY_LIMIT_BYTES = 10**9
-CHAPTERS = sorted((ROOT / "book").glob("ch*.md"))
+CHAPTERS = sorted((ROOT / "_build" / "html" / "_colab" / "book").glob("ch*.ipynb"))
 chosen = {c.strip() for c in os.environ.get("NLICL_NOTEBOOKS", "").split(",") if c.strip()}
 if chosen:
     CHAPTERS = [c for c in CHAPTERS if c.stem.split("_")[0] in chosen]
@@ -54,8 +55,7 @@ IGNORED = shutil.ignore_patterns(".git", ".venv", ".envs", "_build", ".stamps", 
 
 
 def binder_checkout() -> Path:
-    """Binder's copy of the repository: the working tree without what git ignores (a fresh
-    copy at every session; postBuild rewrites its pages, never the real ones)."""
+    """Binder's copy of the repository: the working tree without what git ignores."""
     copy = ENVS_DIR / "binder-repo"
     if copy.exists():
         shutil.rmtree(copy)
@@ -66,8 +66,8 @@ def binder_checkout() -> Path:
 @pytest.fixture(scope="module")
 def binder() -> tuple[Path, Path]:
     """(python, repository copy): the venv built from ``binder/`` as repo2docker builds it, its
-    ``postBuild`` run in the copy (when the venv is reused, the copy's pages are rewritten by
-    the same ``tools/binder_pages.py`` call postBuild makes)."""
+    ``postBuild`` run in the copy (when the venv is reused, the library is installed from the
+    new copy again)."""
     copy = binder_checkout()
     version = hashlib.sha256((BINDER / "postBuild").read_bytes()).hexdigest()[:16]
     post_build = ["bash", "-c", f"cd {shlex.quote(str(copy))} && bash binder/postBuild  # {version}"]
@@ -78,7 +78,6 @@ def binder() -> tuple[Path, Path]:
         python = ensure_venv("binder", [BINDER / "requirements.txt"], after=[post_build])
     subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "-e", str(copy)],
                    check=True, capture_output=True)
-    subprocess.run([str(python), str(copy / "tools" / "binder_pages.py")], check=True, cwd=copy)
     return python, copy
 
 
@@ -119,12 +118,20 @@ def test_the_binder_environment_is_exactly_the_pinned_one(binder: tuple[Path, Pa
     assert "myst_nb" not in frozen and "myst-nb" not in str(frozen).lower()
 
 
+def test_nbgitpuller_serves_the_launch_links(binder: tuple[Path, Path]) -> None:
+    """The Binder button's ``git-pull?...`` address is nbgitpuller's server extension."""
+    listed = subprocess.run([str(binder[0]), "-m", "jupyter", "server", "extension", "list"],
+                            capture_output=True, text=True, check=True)
+    text = re.sub(r"\x1b\[[0-9;]*m", "", listed.stdout + listed.stderr)  # no colours
+    assert re.search(r"nbgitpuller\s+enabled", text) and "nbgitpuller 1.3.0 OK" in text, text
+
+
+@pytest.mark.skipif(not CHAPTERS, reason="the book is not built (no _colab/book/ch*.ipynb): make book")
 @pytest.mark.parametrize("source", CHAPTERS, ids=[c.stem for c in CHAPTERS])
 def test_chapter_runs_top_to_bottom_in_the_binder_environment(
         binder: tuple[Path, Path], source: Path, tmp_path: Path) -> None:
-    python, copy = binder
-    notebook = jupytext.read(copy / "book" / source.name)  # what JupyterLab opens there
-    run = run_notebook(python, notebook, tmp_path)
+    notebook = nbformat.read(source, as_version=4)  # what the Binder button opens
+    run = run_notebook(binder[0], notebook, tmp_path)
     print(f"{source.stem}: {run.seconds:.0f} s, peak memory {run.peak_bytes / 2**20:.0f} MiB")
     assert run.peak_bytes < MEMORY_LIMIT_BYTES, (
         f"{source.name} peaked at {run.peak_bytes / 2**20:.0f} MiB on Binder's 1 GB")
@@ -132,8 +139,6 @@ def test_chapter_runs_top_to_bottom_in_the_binder_environment(
 
 def test_a_live_panel_trains_in_the_binder_environment(binder: tuple[Path, Path],
                                                       tmp_path: Path) -> None:
-    import nbformat
-
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [nbformat.v4.new_code_cell(PANEL_TRAIN)]
     run = run_notebook(binder[0], notebook, tmp_path)

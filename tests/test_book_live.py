@@ -1,31 +1,23 @@
-"""The book build's live side (tools/nlicl_live.py): Colab copies of the notebooks, the Colab
-button, accessible toggles and the instructors page's run-time tables. Unit tests: no book
-build, no browser (they run with ``make test``)."""
+"""The book build's live side (``nlicl_lib/sphinxext/notebooks.py``): the live copies of the
+notebooks for Colab and Binder, their install cell, the launch buttons and the repository
+setting. Unit tests: no book build, no browser (they run with ``make test``)."""
 
 from __future__ import annotations
 
-import importlib.util
-import json
+import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+from urllib.parse import parse_qs, urlsplit
 
 import nbformat
 import pytest
 import yaml
 
+from nlicl_lib.sphinxext import notebooks as live
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def load_live():
-    spec = importlib.util.spec_from_file_location("nlicl_live", ROOT / "tools" / "nlicl_live.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-live = load_live()
 REPO = "https://github.com/nlicl/nlicl"
 
 
@@ -42,7 +34,7 @@ def executed_notebook() -> nbformat.NotebookNode:
 
 def test_colab_copy_installs_the_library_first_and_has_no_outputs():
     original = executed_notebook()
-    colab = live.colab_notebook(original, REPO, "main")
+    colab = live.live_copy(original, live.install_source(REPO, "main"))
     nbformat.validate(colab)
     first = colab.cells[0]
     assert first.cell_type == "code" and first.metadata["tags"] == ["colab-install"]
@@ -51,8 +43,10 @@ def test_colab_copy_installs_the_library_first_and_has_no_outputs():
     assert [c.source for c in colab.cells[1:]] == [c.source for c in original.cells]
     code = [c for c in colab.cells if c.cell_type == "code"]
     assert all(c.outputs == [] and c.execution_count is None for c in code)
-    assert "widgets" not in colab.metadata
     assert original.cells[1].outputs, "the executed notebook itself is left alone"
+    plain = live.live_copy(original, None)  # a page without code (the glossary): no install cell
+    assert [c.source for c in plain.cells] == [c.source for c in original.cells]
+    assert len({c.id for c in colab.cells}) == len(colab.cells)
 
 
 def test_install_cell_does_nothing_outside_colab(monkeypatch):
@@ -66,62 +60,32 @@ def test_install_cell_does_nothing_outside_colab(monkeypatch):
     assert calls and calls[0][0][-1] == "git+https://github.com/nlicl/nlicl.git@main"
 
 
-class FakeApp:
-    class config:  # noqa: N801
-        html_theme_options = {"repository_url": REPO, "repository_branch": "main",
-                              "launch_buttons": {"colab_url": "https://colab.research.google.com",
-                                                 "binderhub_url": "https://mybinder.org"}}
-        nlicl_colab_branch = "gh-pages"
+def config(**launch):
+    buttons = {"colab_url": "https://colab.research.google.com", "binderhub_url": "https://mybinder.org",
+               "notebook_interface": "jupyterlab", **launch}
+    return SimpleNamespace(nlicl_pages_branch="gh-pages", html_theme_options={
+        "repository_url": REPO, "repository_branch": "main", "launch_buttons": buttons})
 
 
-def test_colab_button_opens_the_colab_copy_and_binder_is_left_alone():
+def test_launch_buttons_open_the_live_copy_on_the_published_branch():
     binder = {"text": "Binder", "url": "https://mybinder.org/v2/gh/nlicl/nlicl/main?x"}
     colab = {"text": "Colab", "url": f"{REPO}/blob/main/book/ch2.md"}
-    context = {"header_buttons": [{"label": "launch-buttons", "buttons": [binder, dict(colab)]}]}
-    live.point_colab_button(FakeApp, "book/ch2_attention_alone", "page.html", context, None)
-    buttons = context["header_buttons"][0]["buttons"]
-    assert buttons[0] == binder
-    assert buttons[1]["url"] == ("https://colab.research.google.com/github/nlicl/nlicl/blob/"
-                                 "gh-pages/_colab/book/ch2_attention_alone.ipynb")
-
-
-def test_hidden_cell_toggles_are_named_by_their_text():
-    body = ('<details class="hide above-input"><summary aria-label="Toggle hidden content">'
-            '<span class="collapsed">Show the solution</span></summary></details>')
-    context = {"body": body}
-    live.name_toggles_by_their_text(None, "page", "page.html", context, None)
-    assert "aria-label" not in context["body"] and "<summary><span" in context["body"]
-
-
-def test_one_hour_lab_takes_the_quickest_exercise_of_each_chapter_first():
-    exercises = [
-        {"id": "2.1", "seconds": 30}, {"id": "2.2", "seconds": 5},
-        {"id": "3.1", "seconds": 600}, {"id": "3.2", "seconds": 20},
-        {"id": "4.1", "seconds": 10}, {"id": "5.1", "seconds": 15}, {"id": "5.2", "seconds": 16},
-    ]
-    lab = live.lab_plan(exercises)
-    # 50 minutes after set-up; each exercise is 10 min + 3 runs: four firsts, then one more
-    # 55 minutes after set-up, 10 per exercise plus 3 runs: the quickest of each chapter,
-    # then the next quickest (5.2) while the hour lasts; 2.1 no longer fits, 3.1 never would
-    assert lab == {"2.2", "3.2", "4.1", "5.1", "5.2"}
-    assert live.lab_plan(exercises[:2]) == {"2.2", "2.1"}
-
-
-def test_run_times_come_from_the_execution_cache(tmp_path: Path):
-    cache = tmp_path / "cache"
-    cell = nbformat.v4.new_output(
-        "display_data", data={"text/plain": "ok"},
-        metadata={live.EXERCISE_KEY: {"id": "2.1", "title": "T", "seconds": 4.5,
-                                      "device": "cpu (2 threads)"}})
-    entry = {"format": live.nlicl_exec.CACHE_FORMAT, "key": "k", "runtime": 12.5, "mtime": 0,
-             "cells": [None, {"outputs": [cell], "execution_count": 1}], "evals": [],
-             "metadata": {}}
-    cache.mkdir()
-    live.nlicl_exec.cache_file(cache, "book/ch2").write_text(json.dumps(entry))
-    pages = live.executed_pages(cache, ["book/ch2", "book/ch3"])
-    assert list(pages) == ["book/ch2"]
-    assert pages["book/ch2"].seconds == pytest.approx(12.5)
-    assert pages["book/ch2"].exercises[0]["id"] == "2.1"
+    other = {"text": "JupyterHub", "url": "https://hub.example/x"}
+    context = {"header_buttons": [{"label": "launch-buttons", "buttons": [binder, colab, other]}]}
+    live.point_launch_buttons(SimpleNamespace(config=config()), "book/ch2_attention_alone",
+                              "page.html", context, None)
+    buttons = {b["text"]: b["url"] for b in context["header_buttons"][0]["buttons"]}
+    assert buttons["Colab"] == ("https://colab.research.google.com/github/nlicl/nlicl/blob/"
+                                "gh-pages/_colab/book/ch2_attention_alone.ipynb")
+    assert buttons["JupyterHub"] == "https://hub.example/x"
+    # Binder: the environment of binder/ on the repository's branch; nbgitpuller pulls the
+    # published branch into ~/nlicl and opens the copy there
+    url = urlsplit(buttons["Binder"])
+    assert (url.netloc, url.path) == ("mybinder.org", "/v2/gh/nlicl/nlicl/main")
+    pull = urlsplit(parse_qs(url.query)["urlpath"][0])
+    assert pull.path == "git-pull" and parse_qs(pull.query) == {
+        "repo": [REPO], "branch": ["gh-pages"],
+        "urlpath": ["lab/tree/nlicl/_colab/book/ch2_attention_alone.ipynb"]}
 
 
 # --- the one repository setting -------------------------------------------------------------
@@ -179,7 +143,7 @@ def test_colab_install_cell_installs_the_library_from_a_clone_in_a_fresh_venv(tm
     commit = live.build_commit(ROOT)
     if commit is None:
         pytest.skip("not a git checkout: no commit to install")
-    cell = live.colab_notebook(executed_notebook(), url, commit).cells[0].source
+    cell = live.live_copy(executed_notebook(), live.install_source(url, commit)).cells[0].source
     assert f"git+{url}.git@{commit}" in cell, "the install cell does not use the setting"
     clone = tmp_path / "nlicl.git"
     subprocess.run(["git", "clone", "--quiet", "--bare", str(ROOT), str(clone)], check=True)
@@ -212,3 +176,158 @@ def test_build_commit_is_the_environment_s_or_the_checkout_s(monkeypatch, tmp_pa
                           text=True).stdout.strip()
     assert live.build_commit(ROOT) == (head or None)
     assert live.build_commit(tmp_path) is None  # not a checkout: the build falls back to the branch
+
+
+# --- the notebooks the builder writes, on a small book ------------------------------------------
+
+CONF = """\
+extensions = ["myst_nb", "sphinx_proof", "sphinx_exercise", "nlicl_lib.sphinxext.notebooks"]
+prf_realtyp_to_countertyp = {"definition": "theorem", "lemma": "theorem"}  # one counter
+myst_enable_extensions = ["colon_fence", "dollarmath"]
+myst_heading_anchors = 2
+numfig = True
+nb_execution_mode = "force"
+html_static_path = ["_static"]
+html_theme_options = {"repository_url": "https://github.com/a/b", "repository_branch": "main"}
+"""
+PROOFS = """\
+# Proofs
+
+:::{admonition} In this part
+Two results.
+:::
+
+:::{prf:definition} A definition
+:label: def-a
+
+Text.
+:::
+
+:::{prf:lemma} A lemma
+:label: lem-b
+
+Text.
+:::
+
+```{glossary}
+kernel
+  A function of two points.
+```
+"""
+FIGURE = {"data": [{"type": "scatter", "y": [1, 2]}], "layout": {}}
+PAGE = f"""\
+---
+jupytext:
+  text_representation:
+    format_name: myst
+kernelspec:
+  name: python3
+  display_name: Python 3
+---
+
+# A page
+
+## A section
+
+See {{prf:ref}}`def-a`, {{prf:ref}}`lem-b` and the {{term}}`kernel`.
+
+```{{code-cell}} ipython3
+:tags: [remove-input]
+x = 21
+```
+
+```{{code-cell}} ipython3
+print(2 * x)
+```
+
+```{{code-cell}} ipython3
+---
+mystnb:
+  figure:
+    caption: A line, $y$ against $x$.
+    name: fig-line
+---
+from IPython.display import display
+display({{"text/html": "<div>fig</div>", "text/plain": "fig"}}, raw=True,
+        metadata={{"nlicl": {{"figure_id": "f1", "figure": {FIGURE!r}}}}})
+```
+
+````{{exercise-start}} Double it
+:label: ex-double
+````
+
+Print twice `x`.
+
+````{{exercise-end}}
+````
+
+````{{solution-start}} ex-double
+:class: dropdown
+````
+
+Add it to itself.
+
+```{{code-cell}} ipython3
+:tags: [hide-cell, solution]
+print(x + x)
+```
+
+````{{solution-end}}
+````
+"""
+
+
+def build_notebooks(src: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "sphinx", "-b", "jupyter", "-W", "--keep-going",
+                           "-q", str(src), str(src.parent / "_build" / "jupyter")],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_the_builder_writes_notebooks_that_read_and_run_like_the_page(tmp_path):
+    src = tmp_path / "src"
+    (src / "_static" / "vendor").mkdir(parents=True)
+    (src / "_static" / "vendor" / "plotly-cartesian.min.js").write_text("/* plotly.js */")
+    pages = {"conf.py": CONF, "proofs.md": PROOFS, "page.md": PAGE,
+             "index.md": "# Index\n\n```{toctree}\n:numbered:\nproofs\npage\n```\n"}
+    for name, text in pages.items():
+        (src / name).write_text(text, encoding="utf-8")
+    done = build_notebooks(src)
+    assert done.returncode == 0, done.stderr
+    html = tmp_path / "_build" / "html"
+    proofs = "\n".join(c.source for c in nbformat.read(html / "_colab" / "proofs.ipynb", 4).cells)
+    # the result's own kind, and anchors for results and glossary terms (issues 1 and 3)
+    assert '<a id="def-a"></a>**Definition 1.1** (A definition)' in proofs
+    assert '<a id="lem-b"></a>**Lemma 1.2** (A lemma)' in proofs
+    assert '<dt><a id="term-kernel"></a>kernel</dt>' in proofs
+    assert "**In this part**\n\nTwo results." in proofs and "# In this part" not in proofs  # 6
+    download = nbformat.read(html / "_sources" / "page.ipynb", 4)
+    nbformat.validate(download)
+    text = "\n".join(c.source for c in download.cells if c.cell_type == "markdown")
+    assert "## <a id=\"a-section\"></a>A section" in text
+    assert "[Definition 1.1](proofs.ipynb#def-a)" in text
+    assert re.search(r'^## <a id="ex-double"></a>Exercise 2\.1 \(Double it\)$', text, re.M), text
+    assert '<a id="fig-line"></a>**Fig. 2.1** A line, $ y $ against $ x $.' in text
+    # every code cell, the one whose input the page hides too, with its tags and outputs (issue 4)
+    code = [c for c in download.cells if c.cell_type == "code"]
+    assert [c.source.splitlines()[0] for c in code] == [
+        "x = 21", "print(2 * x)", "from IPython.display import display", "print(x + x)"]
+    assert [c.metadata.get("tags") for c in code] == [["remove-input"], None, None,
+                                                     ["hide-cell", "solution"]]
+    assert code[1].outputs[0]["text"] == "42\n"
+    loader, figure = code[2].outputs  # plotly.js once, before the first figure
+    assert "/* plotly.js */" in loader["data"]["text/html"]
+    assert figure["data"]["application/vnd.plotly.v1+json"] == FIGURE
+    assert figure["metadata"]["nlicl"] == {"figure_id": "f1"}
+    solution = [c for c in download.cells if "solution" in c.metadata.get("tags", [])]
+    assert [c.cell_type for c in solution] == ["markdown", "code"]
+    assert "Add it to itself." in solution[0].source and "Solution to" in solution[0].source
+    # the live copy: the install cell first, no outputs
+    copy = nbformat.read(html / "_colab" / "page.ipynb", 4)
+    assert copy.cells[0].metadata.tags == ["colab-install"]
+    assert "git+https://github.com/a/b.git@" in copy.cells[0].source
+    assert [c.source for c in copy.cells[1:]] == [c.source for c in download.cells]
+    assert not any(c.get("outputs") for c in copy.cells)
+    # a warning fails the build (issue 5: the builder no longer exits before Sphinx counts them)
+    (src / "proofs.md").write_text(PROOFS + "\nSee {ref}`nowhere`.\n", encoding="utf-8")
+    done = build_notebooks(src)
+    assert done.returncode != 0 and "undefined label: 'nowhere'" in done.stderr

@@ -48,7 +48,7 @@ MEMORY_LIMIT_BYTES = 10**9  # Binder's 1 GB per chapter, as in tests/test_notebo
 CELL_TIMEOUT_S = 600
 
 INSTALL_TARGET = re.compile(r'"git\+(?P<url>[^"@\s]+)\.git@(?P<ref>[^"\s]+)"')
-"""The target of the install cell's ``pip install`` (``tools/nlicl_live.py``, install_source)."""
+"""The target of the install cell's ``pip install`` (``nlicl_lib/sphinxext/notebooks.py``, install_source)."""
 
 COLAB_PRELUDE = (
     "# as on Colab: google.colab is importable (the install cell runs, plotly picks 'colab')\n"

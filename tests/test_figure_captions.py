@@ -16,7 +16,7 @@ figure with a caption and a label, numbered by Sphinx (``numfig``)::
 The unit tests read the MyST sources (no build). The ``built`` tests read the built site
 (``_build/html``, ``make book``; skipped when it is missing): each figure's
 ``div.nlicl-plotly`` sits in a ``<figure>`` whose ``<figcaption>`` starts with its number
-("Fig. 1.2"), the number ``tools/binder_pages.figure_numbers`` gives the downloads' ``{numref}``.
+("Fig. 1.2"), the number :func:`figure_numbers` expects from the sources.
 """
 
 from __future__ import annotations
@@ -27,14 +27,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from notebook_envs import load_tool
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
 HTML_DIR = Path(os.environ.get("NLICL_HTML_DIR", ROOT / "_build" / "html"))
 NOT_BUILT = f"the book is not built ({HTML_DIR / 'index.html'} is missing): run `make book`"
-
-binder_pages = load_tool("binder_pages")
 
 CELL = re.compile(r"^```\{code-cell\}[^\n]*\n(?P<body>.*?)^```$", re.MULTILINE | re.DOTALL)
 FRONT = re.compile(r"\A---\n(?P<yaml>.*?)^---\n", re.MULTILINE | re.DOTALL)
@@ -61,6 +58,21 @@ def figure_cells(text: str) -> list[tuple[dict, str]]:
 
 def figure_options(options: dict) -> dict:
     return ((options.get("mystnb") or {}).get("figure") or {}) if isinstance(options, dict) else {}
+
+
+def figure_numbers() -> dict[str, str]:
+    """figure name -> "Fig. N.k" (the k-th figure of chapter N), as numfig numbers them with one
+    section level; the figures of unnumbered pages (the results page) share one counter, "Fig. 1",
+    "Fig. 2", ..., in the table of contents' order."""
+    numbers, unnumbered = {}, 0
+    for stem in re.findall(r"file: book/(\w+)", (ROOT / "_toc.yml").read_text(encoding="utf-8")):
+        path = BOOK / f"{stem}.md"
+        chapter = re.match(r"ch(\d+)_", stem)
+        cells = figure_cells(path.read_text(encoding="utf-8")) if path in PAGES else []
+        for k, (options, _) in enumerate(cells, start=1):
+            unnumbered += 0 if chapter else 1
+            numbers[figure_options(options)["name"]] = f"Fig. {chapter[1]}.{k}" if chapter else f"Fig. {unnumbered}"
+    return numbers
 
 
 def page_param(path: Path):  # noqa: ANN201 (a pytest parameter)
@@ -95,7 +107,7 @@ def test_figure_names_are_unique_and_numbered_as_the_site_numbers_them():
              for options, _ in figure_cells(path.read_text(encoding="utf-8"))]
     named = [n for n in names if n]
     assert len(named) == len(set(named)), sorted(n for n in named if named.count(n) > 1)
-    numbers = binder_pages.figure_numbers(BOOK)
+    numbers = figure_numbers()
     assert set(named) == set(numbers)
     assert numbers["fig-ch1-training"] == "Fig. 1.1" and numbers["fig-ch1-depth"] == "Fig. 1.3"
     assert numbers["fig-ch3-degree"] == "Fig. 3.7" and numbers["fig-results-ratios"] == "Fig. 1"
@@ -109,7 +121,7 @@ def test_the_prose_refers_to_figures_by_number_not_by_place():
         prose = CELL.sub("", text)
         assert not re.search(r"\bfigure (above|below)\b", prose, re.IGNORECASE), path.name
         for target in re.findall(r"\{numref\}`([^`<>]+)`", prose):
-            assert target in binder_pages.figure_numbers(BOOK), (path.name, target)
+            assert target in figure_numbers(), (path.name, target)
 
 
 def built_figure_pages() -> list[Path]:
@@ -128,7 +140,7 @@ def test_every_built_figure_sits_in_a_numbered_captioned_figure(page: Path):
     soup = BeautifulSoup(html, "html.parser")
     plots = soup.select("div.nlicl-plotly")
     assert plots, f"{page.stem}.html has no figure"
-    numbers = binder_pages.figure_numbers(BOOK)
+    numbers = figure_numbers()
     for plot in plots:
         figure = plot.find_parent("figure")
         label = plot.get("aria-label", "?")

@@ -1,23 +1,24 @@
 """The notebooks the built site offers, read where their readers read them.
 
-Run after ``make book`` with ``make notebook-test``. Each page's downloadable notebook
-(``_build/html/_sources/book/<page>.ipynb``) and each chapter's Colab copy
-(``_build/html/_colab/book/<chapter>.ipynb``):
+Run after ``make book`` with ``make notebook-test``. The ``jupyter`` builder writes one notebook
+per page from the resolved document (``nlicl_lib/sphinxext/notebooks.py``); the site serves each
+chapter's as a download (``_build/html/_sources/book/<page>.ipynb``, with its outputs) and as a
+live copy for Colab and Binder (``_build/html/_colab/book/<page>.ipynb``). They
 
 * hold plain Markdown a reader can read in a plain JupyterLab, in Colab or on GitHub: no
-  ``{glue``, ``{eval}``, ``{prf:ref}``, ``{cite`` or other MyST role, no directive fence (an
-  exercise's ``{exercise-start}``): the build replaced them by the values, theorem numbers,
-  citations and headings the page shows (``tools/nlicl_plain.py``);
+  ``{glue``, ``{prf:ref}``, ``{cite`` or other MyST role, no directive fence: the values, result
+  numbers, citations and exercise headings the page shows, headed by the result's own kind;
+* keep every code cell of the page, in order, with its tags (a cell whose input the page hides,
+  a solution's cell), and the live copies' links to other pages land on an anchor there;
 * (downloads) show each figure: a ``application/vnd.plotly.v1+json`` output, which JupyterLab
   draws, and HTML that draws where scripts run. The download rendered by nbconvert's HTML
   exporter (what "File > Save and export as HTML" and GitHub-like viewers do) is opened in
   headless Chromium, offline, and every figure must draw its traces;
-* (Colab copies) install the library at the commit the site was built from, and the Colab
-  button of each chapter opens its copy.
+* (live copies) install the library at the commit the site was built from, and the Colab and
+  Binder buttons of each chapter open its copy.
 
-The Colab copies are run in a venv of Colab's versions by ``tests/test_colab.py``; the chapters
-in Binder's environment by ``tests/test_binder.py``. ``NLICL_NOTEBOOKS=ch2,ch3`` restricts the
-chapters.
+The live copies are run in a venv of Colab's versions by ``tests/test_colab.py`` and in Binder's
+by ``tests/test_binder.py``. ``NLICL_NOTEBOOKS=ch2,ch3`` restricts the chapters.
 """
 
 from __future__ import annotations
@@ -29,10 +30,13 @@ import subprocess
 import sys
 from html import unescape as html_unescape
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import nbformat
 import pytest
-from notebook_envs import load_tool
+
+from nlicl_lib.core.book_refs import RESULTS
+from nlicl_lib.sphinxext.notebooks import build_commit
 
 pytestmark = pytest.mark.built
 
@@ -40,14 +44,14 @@ ROOT = Path(__file__).resolve().parents[1]
 HTML_DIR = ROOT / "_build" / "html"
 SOURCES_DIR = HTML_DIR / "_sources"
 COLAB_DIR = HTML_DIR / "_colab"
+EXECUTED_DIR = ROOT / "_build" / "jupyter_execute"
 CHROMIUM = Path("/usr/bin/chromium")
 PLOTLY_MIMETYPE = "application/vnd.plotly.v1+json"
 
-
-load = load_tool  # tools/<name>.py as a module (tests/notebook_envs.py)
-
-
-plain = load("nlicl_plain")
+LEFTOVER = re.compile(r"\{[A-Za-z][\w:+-]*\}`|^\s*(?:`{3,}|:{3,})\{[\w:+-]+\}|\{glue", re.MULTILINE)
+"""A MyST role or directive, or a glue placeholder, left in text meant for plain Markdown."""
+LINK = re.compile(r"\]\((?P<file>[\w./-]*?\.ipynb)?(?:#(?P<anchor>[^)\s]+))?\)")
+"""A Markdown link to another notebook and/or an anchor (``[text](theorems.ipynb#thm-x)``)."""
 
 
 def selected(paths: list[Path]) -> list[Path]:
@@ -57,40 +61,108 @@ def selected(paths: list[Path]) -> list[Path]:
 
 DOWNLOADS = selected(sorted((SOURCES_DIR / "book").glob("*.ipynb")))
 CHAPTERS = [p for p in DOWNLOADS if p.stem.startswith("ch")]
+LIVE_COPIES = sorted((COLAB_DIR / "book").glob("*.ipynb"))
 NOT_BUILT = f"the book is not built ({SOURCES_DIR} has no notebooks): run `make book`"
 
 
 def markdown_leftovers(notebook: nbformat.NotebookNode) -> list[str]:
-    found = []
-    for index, cell in enumerate(notebook.cells):
-        if cell.cell_type == "markdown":
-            found += [f"cell {index}: {hit}" for hit in plain.leftovers(cell.source)]
-            if cell.metadata.get("user_expressions"):
-                found.append(f"cell {index}: user_expressions left in the metadata")
-    return found
+    return [f"cell {index}: {hit.group(0).strip()}" for index, cell in enumerate(notebook.cells)
+            if cell.cell_type == "markdown" for hit in LEFTOVER.finditer(cell.source)]
+
+
+def markdown(notebook: nbformat.NotebookNode) -> str:
+    return "\n".join(c.source for c in notebook.cells if c.cell_type == "markdown")
+
+
+def test_the_leftover_check_finds_roles_directives_and_glue() -> None:
+    found = [m.group(0).strip() for m in LEFTOVER.finditer(
+        "See {prf:ref}`thm-x`, {glue:text}`a`\n:::{note}\n```{exercise-start} A\n``` python\n$x$")]
+    assert found == ["{prf:ref}`", "{glue:text}`", ":::{note}", "```{exercise-start}"]
+
+
+@pytest.mark.skipif(not LIVE_COPIES, reason=NOT_BUILT)
+@pytest.mark.parametrize("copy", LIVE_COPIES, ids=[p.stem for p in LIVE_COPIES])
+def test_download_and_live_copy_read_as_plain_markdown(copy: Path) -> None:
+    """Every page's live copy, and the download of each page that has one."""
+    served = [copy] + [d for d in DOWNLOADS if d.name == copy.name]
+    for path in served:
+        notebook = nbformat.read(path, as_version=4)
+        nbformat.validate(notebook)
+        assert markdown_leftovers(notebook) == [], path
+    assert {d.name for d in DOWNLOADS} <= {c.name for c in LIVE_COPIES}
 
 
 @pytest.mark.skipif(not DOWNLOADS, reason=NOT_BUILT)
 @pytest.mark.parametrize("download", DOWNLOADS, ids=[p.stem for p in DOWNLOADS])
-def test_download_and_colab_copy_read_as_plain_markdown(download: Path) -> None:
+def test_download_keeps_every_code_cell_with_its_tags_and_outputs(download: Path) -> None:
+    """The page's code cells, as MyST-NB executed them: the same sources in the same order
+    (those whose input the page hides included), their tags and their outputs."""
+    executed = nbformat.read(EXECUTED_DIR / "book" / download.name, as_version=4)
     notebook = nbformat.read(download, as_version=4)
-    nbformat.validate(notebook)
-    assert markdown_leftovers(notebook) == [], download.name
-    copy = COLAB_DIR / "book" / download.name
-    assert copy.exists(), f"{copy} is missing"
-    assert markdown_leftovers(nbformat.read(copy, as_version=4)) == [], copy.name
+    want = [c for c in executed.cells if c.cell_type == "code"]
+    got = [c for c in notebook.cells if c.cell_type == "code"]
+    assert [c.source for c in got] == [c.source for c in want]
+    assert [c.metadata.get("tags", []) for c in got] == [c.metadata.get("tags", []) for c in want]
+    def kinds(cells: list) -> list[list[str]]:  # the output types, without the plotly.js loader
+        return [[o.output_type for o in c.outputs
+                 if "nlicl-plotly-js" not in o.get("metadata", {}).get("tags", [])] for c in cells]
+
+    assert kinds(got) == kinds(want) and any(kinds(want))
+    if "remove-input" in json.dumps([c.metadata for c in want]):
+        assert any("remove-input" in c.metadata.get("tags", []) and c.source for c in got)
+
+
+@pytest.mark.skipif(not CHAPTERS, reason=NOT_BUILT)
+@pytest.mark.parametrize("download", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_exercises_and_solutions_read_as_on_the_page(download: Path) -> None:
+    """Each exercise is headed "Exercise 1.1 (its title)"; every cell of a solution, its text
+    and its code, is tagged ``solution`` (so nbconvert can hand out the notebook without)."""
+    notebook = nbformat.read(download, as_version=4)
+    text = markdown(notebook)
+    exercises = re.findall(r'^#+ <a id="ex-\d+-\d+"></a>Exercise (\d+)\.\d+ \(.+\)$', text, re.M)
+    assert exercises and set(exercises) == {download.stem[2]}, exercises
+    assert not re.search(r"^#+ .*\)Exercise \d", text, re.M)  # not " (title)Exercise 1.1"
+    solutions = [c for c in notebook.cells if "solution" in c.metadata.get("tags", [])]
+    assert {c.cell_type for c in solutions} == {"markdown", "code"}
+    assert sum(c.source.count("Solution to") for c in solutions) == len(exercises)
+
+
+@pytest.mark.skipif(not DOWNLOADS, reason=NOT_BUILT)
+def test_theory_results_are_headed_by_their_own_kind_and_number() -> None:
+    text = markdown(nbformat.read(SOURCES_DIR / "book" / "theorems.ipynb", as_version=4))
+    for label, (kind, number, _) in RESULTS.items():
+        assert re.search(rf'<a id="{label}"></a>\s*\*\*{kind} {number}\*\*', text), (
+            f"{label}: no anchor and heading '{kind} {number}'")
+
+
+@pytest.mark.skipif(not LIVE_COPIES, reason=NOT_BUILT)
+def test_links_between_the_live_copies_land_on_an_anchor() -> None:
+    folder = COLAB_DIR / "book"
+    texts = {p.name: markdown(nbformat.read(p, as_version=4)) for p in LIVE_COPIES}
+    broken, checked = [], 0
+    for name, text in texts.items():
+        for link in LINK.finditer(text):
+            target = link["file"] or name
+            anchor = link["anchor"]
+            if target not in texts:
+                broken.append(f"{name}: {link.group(0)} (no {folder / target})")
+            elif anchor and not re.search(rf"<a id=[\"']{re.escape(anchor)}[\"']", texts[target]):
+                broken.append(f"{name}: {link.group(0)} (no anchor in {target})")
+            checked += 1
+    assert checked > 100 and any("theorems.ipynb#thm-" in t for t in texts.values())
+    assert broken == [], "\n".join(broken)
 
 
 @pytest.mark.skipif(not CHAPTERS, reason=NOT_BUILT)
 @pytest.mark.parametrize("download", CHAPTERS, ids=[p.stem for p in CHAPTERS])
 def test_download_quotes_the_numbers_the_page_shows(download: Path) -> None:
     """The values in the download's text are the page's: every number the page's HTML shows
-    in place of an ``{eval}`` appears in the download's text."""
+    in place of an ``{eval}`` or a ``{glue:text}`` appears in the download's text."""
     html = (HTML_DIR / "book" / download.with_suffix(".html").name).read_text(encoding="utf-8")
-    text = "\n".join(c.source for c in nbformat.read(download, as_version=4).cells
-                     if c.cell_type == "markdown")
-    # MyST-NB writes an inline {eval} result as <span class="output text_plain">...</span>
-    values = re.findall(r'<span class="output text_plain">([^<]*)</span>', html)
+    text = markdown(nbformat.read(download, as_version=4))
+    # MyST-NB writes an inline {eval} result as <span class="output text_plain">...</span>, a
+    # {glue:text} value as <span class="pasted-text">...</span>
+    values = re.findall(r'<span class="(?:output text_plain|pasted-text)">([^<]*)</span>', html)
     assert values, f"{download.stem}: no evaluated value on the page"
     missing = [v for v in values if v.strip() and html_unescape(v) not in text]
     assert missing == [], f"{download.stem}: values on the page but not in the download"
@@ -142,9 +214,8 @@ def test_downloaded_figures_draw_when_opened(download: Path, tmp_path: Path) -> 
 
 
 @pytest.mark.skipif(not CHAPTERS, reason=NOT_BUILT)
-def test_colab_copies_install_the_built_commit_and_the_buttons_open_them() -> None:
-    live = load("nlicl_live")
-    commit = live.build_commit(ROOT)
+def test_live_copies_install_the_built_commit_and_the_buttons_open_them() -> None:
+    commit = build_commit(ROOT)
     for source in CHAPTERS:
         copy = COLAB_DIR / "book" / source.name
         notebook = nbformat.read(copy, as_version=4)
@@ -158,5 +229,41 @@ def test_colab_copies_install_the_built_commit_and_the_buttons_open_them() -> No
         assert json.dumps(notebook).count(PLOTLY_MIMETYPE) == 0
         html = (HTML_DIR / "book" / source.with_suffix(".html").name).read_text(encoding="utf-8")
         links = re.findall(r'href="(https://colab\.research\.google\.com/[^"]+)"', html)
-        assert links and all(link.endswith(f"/_colab/book/{source.name}") for link in links), (
-            f"{source.stem}: Colab links {links}")
+        assert links and all(link.endswith(f"/blob/gh-pages/_colab/book/{source.name}")
+                             for link in links), f"{source.stem}: Colab links {links}"
+        binder = [html_unescape(u) for u in re.findall(r'href="(https://mybinder\.org/[^"]+)"', html)]
+        assert binder, f"{source.stem}: no Binder link"
+        for url in binder:  # the environment from the repository, the notebook by nbgitpuller
+            assert urlsplit(url).path == "/v2/gh/nlicl/nlicl/main", url
+            pull = urlsplit(parse_qs(urlsplit(url).query)["urlpath"][0])
+            assert pull.path == "git-pull", url
+            assert parse_qs(pull.query) == {
+                "repo": ["https://github.com/nlicl/nlicl"], "branch": ["gh-pages"],
+                "urlpath": [f"lab/tree/nlicl/_colab/book/{source.name}"]}, url
+
+
+@pytest.mark.skipif(not LIVE_COPIES, reason=NOT_BUILT)
+def test_the_problems_handout_has_every_statement_and_no_solution(tmp_path: Path) -> None:
+    """The page's command (``book/instructor_problems.md``): nbconvert without the cells tagged
+    ``solution`` keeps every problem's title and statement, and no solution."""
+    from nlicl_lib.book.instructors import problems
+
+    subprocess.run([sys.executable, "-m", "nbconvert", "--to", "markdown",
+                    "--TagRemovePreprocessor.enabled=True",
+                    "--TagRemovePreprocessor.remove_cell_tags", "solution", "--output-dir",
+                    str(tmp_path), "--output", "problems",
+                    str(COLAB_DIR / "book" / "instructor_problems.ipynb")],
+                   check=True, capture_output=True, timeout=300)
+    text = " ".join((tmp_path / "problems.md").read_text(encoding="utf-8").split())
+    page = " ".join(markdown(nbformat.read(COLAB_DIR / "book" / "instructor_problems.ipynb",
+                                           as_version=4)).split())
+    assert not LEFTOVER.search(text) and "Theorem" in text
+    found = problems((ROOT / "book" / "instructor_problems.md").read_text(encoding="utf-8"))
+    assert len(found) >= 10
+    for problem in found:
+        assert problem.title.split(":")[0] in text, problem.title  # "Problem 1.1"
+        # the solution's longest stretch of plain words: on the page, not in the handout
+        stretches = re.split(r"\$[^$]*\$|\{[^}]+\}`[^`]*`|[`*\n()\"“”'’]|\d+\.", problem.solution)
+        phrase = " ".join(max(stretches, key=len).split())
+        assert len(phrase) > 20 and phrase in page, (problem.label, phrase)
+        assert phrase not in text, f"{problem.label}'s solution leaked: {phrase!r}"

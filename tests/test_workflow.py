@@ -5,7 +5,7 @@ requirements.txt: no network), and it agrees with the rest of the repository: it
 ``make`` target that ``.ci/run`` runs, in the same order, and only targets the Makefile has;
 torch comes from the CPU index; the execution cache and pip's downloads are cached; the book's
 build knows its commit; and only a push to main publishes ``_build/html`` to the branch the
-Colab button opens (``nlicl_colab_branch`` of ``tools/nlicl_live.py``).
+Colab and Binder buttons open (``nlicl_pages_branch`` of ``nlicl_lib/sphinxext/notebooks.py``).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -102,17 +103,20 @@ def expression(text: object) -> str:
 
 
 def colab_branch() -> str:
-    """The branch the Colab button opens: ``nlicl_colab_branch`` from _config.yml, else the
-    default that tools/nlicl_live.py registers (read from its source: importing it would run the
-    build's extensions)."""
+    """The branch the Colab and Binder buttons open: ``nlicl_pages_branch`` from _config.yml,
+    else the default that the notebooks extension registers."""
     config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
-    configured = ((config.get("sphinx") or {}).get("config") or {}).get("nlicl_colab_branch")
+    configured = ((config.get("sphinx") or {}).get("config") or {}).get("nlicl_pages_branch")
     if configured:
         return configured
-    source = (ROOT / "tools" / "nlicl_live.py").read_text(encoding="utf-8")
-    match = re.search(r"add_config_value\(\s*[\"']nlicl_colab_branch[\"']\s*,\s*[\"']([^\"']+)[\"']", source)
-    assert match, "tools/nlicl_live.py no longer registers nlicl_colab_branch with a default"
-    return match.group(1)
+    from nlicl_lib.sphinxext.notebooks import setup
+
+    registered = {}
+    app = SimpleNamespace(setup_extension=lambda name: None, connect=lambda *a, **k: None,
+                          add_builder=lambda *a, **k: None,
+                          add_config_value=lambda name, default, *a: registered.update({name: default}))
+    setup(app)
+    return registered["nlicl_pages_branch"]
 
 
 def book_cache_paths() -> list[str]:
@@ -256,17 +260,11 @@ def test_torch_comes_from_the_cpu_index(workflow):
     assert checked
 
 
-def test_npm_is_there_when_the_makefile_uses_it(workflow):
-    """The Makefile installs a test's npm packages only where npm exists, and the test is skipped
-    elsewhere: a job that makes a target must set up Node.js first, or it would pass silently."""
-    if not re.search(r"\bnpm\b", (ROOT / "Makefile").read_text(encoding="utf-8")):
-        return
-    for job_id, job in workflow["jobs"].items():
-        targets = job_make_targets(job)
-        if targets:
-            first_make = first_step(job, targets[0])
-            assert any(uses(s, "actions/setup-node") for s in steps(job)[:first_make]), \
-                f"job {job_id} runs make without Node.js: the npm-based checks would be skipped"
+def test_no_job_needs_node(workflow):
+    """Nothing the Makefile runs needs npm (the jupyterlab-myst render check is gone)."""
+    assert not re.search(r"\bnpm\b", (ROOT / "Makefile").read_text(encoding="utf-8"))
+    for job in workflow["jobs"].values():
+        assert not any(uses(s, "actions/setup-node") for s in steps(job))
 
 
 def test_the_book_build_knows_its_commit(workflow):

@@ -52,7 +52,7 @@ def inputs_digest(root: Path = ROOT) -> str:
     digest = hashlib.sha256()
     library = root / "nlicl_lib"
     files = sorted(p for p in library.rglob("*") if p.is_file() and "__pycache__" not in p.parts
-                   and p.suffix != ".pyc")
+                   and p.suffix != ".pyc" and "sphinxext" not in p.parts)  # the build's, not the pages'
     files += [root / name for name in ("requirements.txt", "pyproject.toml")
               if (root / name).exists()]
     for path in files:

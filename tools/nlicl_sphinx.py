@@ -28,6 +28,8 @@ carry plotly.js (see its docstring). This extension
   every page) off the pages without a formula, as Sphinx's MathJax support does: 0.3 MB that
   the search page, the index and the bibliography would load for nothing.
 
+* names myst-nb's toggles of hidden cells by their text and takes ``role="list"`` off the
+  bibliography (:func:`accessible_names`: two axe-core findings);
 * replaces the theme's icon script (``_static/scripts/fontawesome.js``, 1.49 MB, loaded by every
   page to turn ``<i class="fa-solid fa-bars">`` into SVG at run time) by the SVG of the few
   icons the pages use, written into the HTML when the build finishes (:func:`inline_icons`;
@@ -219,6 +221,8 @@ def _static_digest(app: Any) -> str:
 def reread_when_static_changed(
     app: Any, env: Any, added: set, changed: set, removed: set
 ) -> list[str]:
+    if app.builder.format != "html":  # the notebook builder after it reads the same doctrees
+        return []
     digest = _static_digest(app)
     if getattr(env, "nlicl_static_digest", None) == digest:
         return []
@@ -327,7 +331,24 @@ def inline_icons(app: Any, exception: Exception | None) -> None:
             page.write_text(inlined, encoding="utf-8")
 
 
+HIDDEN_CELL_SUMMARY = '<summary aria-label="Toggle hidden content">'
+CITATION_LIST = '<div role="list" class="citation-list">'
+
+
+def accessible_names(app: Any, pagename: str, templatename: str, context: dict,
+                     doctree: Any) -> None:
+    """Two ARIA fixes. myst-nb's toggles of hidden cells (the exercises' solutions among them)
+    label their ``<summary>`` "Toggle hidden content" while showing "Show the solution" (axe-core:
+    label-content-name-mismatch): without the label, the name is the text. docutils marks the
+    bibliography ``role="list"`` but its entries ``role="doc-biblioentry"``, which a list may not
+    contain (axe-core: aria-required-children): without the role, the entries keep theirs."""
+    body = context.get("body", "")
+    context["body"] = body.replace(HIDDEN_CELL_SUMMARY, "<summary>").replace(
+        CITATION_LIST, '<div class="citation-list">')
+
+
 def setup(app: Any) -> dict[str, Any]:
+    app.connect("html-page-context", accessible_names)
     app.connect("builder-inited", prepare_static)
     app.connect("env-get-outdated", reread_when_static_changed)
     app.connect("html-page-context", add_plotly_js)

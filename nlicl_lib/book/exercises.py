@@ -31,7 +31,7 @@ book is built, so every exercise is known to be solvable.
 
 Each passed check's output carries ``{"nlicl_exercise": {"id", "title", "seconds",
 "device", ...}}`` in its metadata: ``seconds`` is the time since the cell started (the
-exercise's run time). The book's instructors page reads these from the build.
+exercise's run time), kept with the executed notebook.
 """
 
 from __future__ import annotations

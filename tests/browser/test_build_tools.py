@@ -324,3 +324,13 @@ def test_katex_loads_only_on_pages_with_a_formula() -> None:
 
     assert page(False) == ["_static/doctools.js", "_static/nlicl.css"]
     assert len(page(True)) == 7
+
+
+def test_hidden_cell_toggles_are_named_by_their_text_and_the_bibliography_is_no_list():
+    body = ('<details class="hide above-input"><summary aria-label="Toggle hidden content">'
+            '<span class="collapsed">Show the solution</span></summary></details>'
+            '<div role="list" class="citation-list"><div role="doc-biblioentry">A</div></div>')
+    context = {"body": body}
+    nlicl_sphinx.accessible_names(None, "page", "page.html", context, None)
+    assert "aria-label" not in context["body"] and "<summary><span" in context["body"]
+    assert '<div class="citation-list"><div role="doc-biblioentry">' in context["body"]
