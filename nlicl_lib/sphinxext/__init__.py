@@ -1,0 +1,1 @@
+"""Sphinx extensions of the nlicl book, loaded from ``_config.yml`` (``sphinx.extra_extensions``)."""
