@@ -117,3 +117,37 @@ def test_a_page_with_saved_widget_state_fails_the_build(tmp_path: Path) -> None:
     result = build_site(tmp_path, notebook)
     assert result.returncode != 0
     assert "page index holds ipywidgets state" in result.stderr
+
+
+def test_sphinx_thebe_writes_its_configuration_twice_so_the_book_drops_it(tmp_path: Path) -> None:
+    """The upstream bug behind ``site.drop_thebe``: sphinx-thebe's configuration script twice on
+    a page (a SyntaxError). When this test fails, the bug is fixed: remove ``drop_thebe``."""
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "conf.py").write_text("extensions = ['sphinx_thebe']\n")
+    (source / "index.rst").write_text("Page\n====\n")
+    result = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-q", "-E",
+                             str(source), str(tmp_path / "html")],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    page = (tmp_path / "html" / "index.html").read_text(encoding="utf-8")
+    assert page.count("const THEBE_JS_URL") == 2
+
+
+def test_with_thebe_off_no_sphinx_thebe_file_reaches_a_page() -> None:
+    from sphinx.builders.html._assets import _CascadingStyleSheet, _JavaScript
+
+    config = SimpleNamespace(html_theme_options={"launch_buttons": {"thebe": False}})
+    app = SimpleNamespace(config=config)
+    context = {"script_files": [_JavaScript("_static/doctools.js"),
+                                _JavaScript("", body='const THEBE_JS_URL = "x"'),
+                                _JavaScript("", body='const THEBE_JS_URL = "x"'),
+                                _JavaScript("_static/sphinx-thebe.js")],
+               "css_files": [_CascadingStyleSheet("_static/sphinx-thebe.css")]}
+    site.drop_thebe(app, "index", "page.html", context, None)
+    assert [asset.filename for asset in context["script_files"]] == ["_static/doctools.js"]
+    assert context["css_files"] == []
+    config.html_theme_options["launch_buttons"]["thebe"] = True
+    kept = {"script_files": [_JavaScript("_static/sphinx-thebe.js")]}
+    site.drop_thebe(app, "index", "page.html", kept, None)
+    assert len(kept["script_files"]) == 1

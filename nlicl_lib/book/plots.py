@@ -63,7 +63,7 @@ FONT_PX = 13
 TITLE_FONT_PX = 15
 """Size of a figure's title: one short line, which a phone shows whole."""
 
-SUBPLOT_TITLES_PX = 28
+SUBPLOT_TITLES_PX = 36
 """Top margin under the title of a figure with subplot titles (``make_subplots``): plotly draws
 them above their plots, in that margin, which automargin does not grow for them."""
 

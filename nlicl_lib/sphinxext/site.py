@@ -17,6 +17,14 @@ caches them after the first page. This extension only checks:
   execution cache): Sphinx copies static files only in a build that writes pages, and the
   pages name each static file with its checksum, so editing only ``book/_static/nlicl.css``
   would otherwise change nothing.
+
+And it works around one upstream bug: jupyter-book always loads sphinx-thebe, whose
+configuration script (``const THEBE_JS_URL = ...``) sphinx-thebe 0.3.1 registers after the
+HTML builder started; Sphinx 7.4 then writes it into every page twice (it re-adds such a
+script under the file name ``''`` beside the one it holds under ``None``), and the second copy
+throws a SyntaxError. With thebe off (``launch_buttons.thebe``), :func:`drop_thebe` leaves
+sphinx-thebe's files out of the pages; remove it once Sphinx or sphinx-thebe is fixed
+(``tests/test_sphinxext_site.py`` says when).
 """
 
 from __future__ import annotations
@@ -99,6 +107,26 @@ def refuse_widget_state(app: Any, pagename: str, templatename: str, context: dic
             "nlicl_lib.book.widgets.TrainingPanel does, and show static HTML instead.")
 
 
+def _thebe_enabled(app: Any) -> bool:
+    options = app.config.html_theme_options or {}
+    return bool(options.get("launch_buttons", {}).get("thebe"))
+
+
+def _is_thebe_asset(asset: Any) -> bool:
+    filename = getattr(asset, "filename", None) or str(asset)
+    body = (getattr(asset, "attributes", None) or {}).get("body", "")
+    return "sphinx-thebe" in filename or "THEBE_JS_URL" in body
+
+
+def drop_thebe(app: Any, pagename: str, templatename: str, context: dict, doctree: Any) -> None:
+    """``html-page-context``: no sphinx-thebe file on the page while thebe is off."""
+    if _thebe_enabled(app):
+        return
+    for key in ("script_files", "css_files"):
+        if key in context:
+            context[key] = [asset for asset in context[key] if not _is_thebe_asset(asset)]
+
+
 def static_digest(app: Any) -> str:
     """A digest of every file under ``html_static_path`` (names and contents)."""
     digest = hashlib.sha256()
@@ -123,5 +151,6 @@ def reread_when_static_changed(app: Any, env: Any, added: set, changed: set,
 def setup(app: Any) -> dict[str, Any]:
     app.connect("builder-inited", check_plotly)
     app.connect("env-get-outdated", reread_when_static_changed)
+    app.connect("html-page-context", drop_thebe, priority=900)
     app.connect("html-page-context", refuse_widget_state, priority=950)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}
