@@ -45,8 +45,8 @@ concern):
 
 At phone width, 390 x 844 (``TestPhone``): every figure fits its column, every visible text of
 it (title, legend, axis titles, tick labels, annotations, slider labels) lies inside the
-figure, the title overlaps neither the legend nor the plot area, and subplot titles do not
-overlap one another; and nothing fails, as above.
+figure, the title overlaps neither the legend, the plot area nor a subplot title, and subplot
+titles do not overlap one another; and nothing fails, as above.
 
 Page weight as a reader pays it (``test_pages_share_their_assets_through_the_cache``): the
 first chapter opened in a fresh browser, then every other page of the book in the same browser,
@@ -1133,6 +1133,9 @@ class TestPhone:
                              for entry in layout["legendEntries"] if _overlap(title["box"], entry["box"])]
                 problems += [f"{where} overlaps the plot area {_box(area)}"
                              for area in layout["plotAreas"] if _overlap(title["box"], area)]
+                problems += [f"{where} overlaps the subplot title {other['text']!r} "
+                             f"{_box(other['box'])}" for other in layout["subplotTitles"]
+                             if _overlap(title["box"], other["box"])]
             titles = layout["subplotTitles"]
             problems += [
                 f"figure {figure['id']}: subplot titles {a['text']!r} {_box(a['box'])} and "

@@ -63,9 +63,10 @@ FONT_PX = 13
 TITLE_FONT_PX = 15
 """Size of a figure's title: one short line, which a phone shows whole."""
 
-SUBPLOT_TITLES_PX = 36
-"""Top margin under the title of a figure with subplot titles (``make_subplots``): plotly draws
-them above their plots, in that margin, which automargin does not grow for them."""
+SUBPLOT_TITLES_PX = 60
+"""Top margin of a figure with subplot titles (``make_subplots``): the title's line and, under
+it, the subplot titles, which plotly draws above their plots in that margin without growing it
+(automargin grows the margin for a title that needs more than it holds, and no further)."""
 
 SLIDER_PAD_PX = 50
 """Gap between the bottom of the plot and the first slider: room for the x axis's tick labels
