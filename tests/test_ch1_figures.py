@@ -10,6 +10,7 @@ import torch
 
 from nlicl_lib import TaskConfig, TrainConfig, sample_prompts
 from nlicl_lib.book import ch1_figures
+from nlicl_lib.core.book_refs import ref
 from nlicl_lib.core.errors import ConfigError
 from nlicl_lib.experiments import ch1_studies
 from nlicl_lib.theory import ch1_analysis, closed_forms
@@ -89,12 +90,12 @@ def test_training_figure_holds_the_trained_curves_next_to_the_optimum(computed):
     fig = ch1_figures.training_figure(task, first.training, first.test, optimum, normaliser)
     names = [t.name for t in fig.data]
     assert names[:2] == ["batch loss", "batch loss, mean of 25 steps"]
-    assert names[2].startswith("best one-step GD, d(d+1)/(n+d+1)") and names[3] == "zero predictor"
+    assert names[2] == f"best one-step GD ({ref('thm-linear-optimum')})" and names[3] == "zero predictor"
     assert names[4].startswith("test loss") and len(names) == 5
     assert fig.data[2].y == (optimum / normaliser,) * 2 and fig.data[2].line.dash == "dash"
     assert len(fig.data[0].x) == first.training.steps and len(fig.data[1].x) == first.training.steps - 24
     assert fig.layout.xaxis.title.text == "training step" and fig.layout.yaxis.title.text == "loss / E[y²]"
-    assert fig.layout.title.text == f"One LSA layer trained on linear regression (d={D}, n={N})"
+    assert fig.layout.title.text == f"Training one LSA layer (d={D}, n={N})"
     report = ch1_figures.one_layer_report(first, optimum).splitlines()
     assert report[0].startswith("trained 30 steps of batch 64") and max(map(len, report)) <= 78
     with pytest.raises(ConfigError, match="window"):

@@ -92,7 +92,7 @@ def test_line_probes_of_a_gd_stack_are_straight_and_follow_the_linear_part():
                                            "best linear predictor of this target",
                                            "trained LSA, depth 1 (full P, Q)"]
     assert panels[0][0].line.dash == "dash" and panels[0][1].line.dash == "dot"
-    assert fig.layout.xaxis.title.text == "position t along the line x(t) = t u"
+    assert fig.layout.xaxis.title.text == "t, along the line x(t) = t u"
     assert fig.layout.yaxis.title.text == "prediction"
     with pytest.raises(ConfigError, match="probes"):
         ch2_figures.line_probe_figure({(1, "pure quadratic"): probes[1]}, [1, 2], list(TASKS))
@@ -121,9 +121,9 @@ def test_bound_figure_draws_each_form_next_to_the_bound(computed):
     assert len(panels) == 2
     names = [t.name for t in panels[1]]
     assert names[:2] == ["trained LSA, full P, Q (±2 s.e.)", "trained LSA, GD form (±2 s.e.)"]
-    assert names[2].startswith(f"best single step of linear GD at n = {N},")
-    assert names[3].startswith("ridge regression on x") and names[5] == "zero predictor"
-    assert names[4].startswith("best linear predictor (n → ∞): bound for every LSA")
+    assert names[2].startswith(f"best linear GD step, n = {N} (")
+    assert names[3] == f"tuned ridge on x, n = {N}" and names[5] == "zero predictor"
+    assert names[4].startswith("best linear predictor (")
     assert panels[1][4].y == (7 / 9,) * len(DEPTHS) and panels[0][4].y == (1.0,) * len(DEPTHS)
     assert fig.layout.yaxis.title.text == "test loss / zero predictor"
     assert fig.layout.xaxis.title.text == "depth L (layers of attention)"

@@ -68,12 +68,13 @@ def test_one_over_n_figure_holds_each_degree_its_crossover_and_the_limit():
     rates = ch3_analysis.one_over_n_rates([1, 2], lengths)
     fig = ch3_figures.one_over_n_figure(rates, trained=(10, 40))
     got = names(fig)
-    assert got[0] == "context lengths trained below (10 to 40)"
+    assert got[0] == "trained context lengths (10 to 40)"
     for k in (1, 2):
         curve = next(t for t in fig.data if t.name.startswith(f"degree {k}: n L*(n)/c"))
         np.testing.assert_array_equal(curve.y, rates[k].scaled)
         assert curve.line.dash == "dash"  # a theory curve
-        assert (f"degree {k}: crossover n× = c / E[y²]" in got) == (rates[k].crossover >= lengths[0])
+        crossover = f"degree {k}: n× = c / E[y²] = {rates[k].crossover:.1f}"
+        assert (crossover in got) == (rates[k].crossover >= lengths[0])
     limit = fig.data[-1]
     assert limit.name == f"1: the limit of n L*(n)/c ({ref('prop-one-over-n')})" and list(limit.y) == [1, 1]
     assert fig.layout.xaxis.title.text == "context length n" and fig.layout.xaxis.type == "log"
@@ -94,7 +95,7 @@ def test_initialisations_figure_has_one_point_per_seed_the_optimum_and_the_plate
     theory = fig.data[3]
     assert theory.name.startswith("best one-step GD on (x; φ₂)") and list(theory.y) == [1.0, 1.0]
     assert [list(t.y) for t in fig.data[4:]] == [[v, v] for v in plateaus.values()]
-    assert fig.data[4].name.startswith("best step with 1 cross-term direction lost")
+    assert fig.data[4].name.startswith("1 cross-term direction lost")
     assert "directions lost" in fig.data[5].name
     assert list(fig.layout.xaxis.ticktext) == INITS and fig.layout.yaxis.type == "log"
     assert fig.layout.yaxis.title.text == "loss / optimum"
@@ -147,13 +148,13 @@ def test_context_length_figure_holds_trained_theory_bounds_and_kernel_ridge_per_
     assert first[0].name == "trained block, median of 2 seeds"
     assert list(first[0].y) == [np.median(grid[1, n]) for n in contexts]
     assert list(first[1].y) == grid[1, 10] + grid[1, 20]  # each seed
-    assert first[2].name == "best one-step GD on (x; φ₂): what one block can reach"
+    assert first[2].name == "best one-step GD on (x; φ₂)"
     assert list(first[2].y) == [block_opt[1, n] for n in contexts]
-    assert first[3].name == "best one-step GD on all monomials up to degree 1"
+    assert first[3].name == "best one-step GD, monomials of degree ≤ 1"
     assert list(first[4].y) == [1.0, 0.5]  # min(c/n, E[y^2]) / E[y^2] with c/E[y^2] = 10
     assert list(first[5].y) == [0.05, 1e-3]  # KRR, clipped at the floor
     assert [list(s["args"][1].values())[0] for s in fig.layout.sliders[0].steps] == [
-        f"One trained block against the best one-step GD, degree-{k} task" for k in degrees]
+        f"One block against one-step GD, k = {k}" for k in degrees]
     assert fig.layout.xaxis.title.text == "context length n"
     assert fig.layout.yaxis.title.text == "test loss / E[y²]" and fig.layout.yaxis.type == "log"
 
@@ -162,8 +163,8 @@ def test_degree_figure_puts_the_trained_median_between_the_two_optima():
     degrees, contexts, grid, block_opt, full_opt, _, _ = _grid_inputs()
     fig = ch3_figures.degree_figure(grid, block_opt, full_opt, degrees, 20)
     assert names(fig) == ["trained block (median of 2 seeds)",
-                          "best one-step GD on (x; φ₂): one block's optimum",
-                          "best one-step GD on all monomials up to degree k"]
+                          "best one-step GD on (x; φ₂)",
+                          "best one-step GD, monomials of degree ≤ k"]
     assert list(fig.data[0].y) == [np.median(grid[k, 20]) for k in degrees]
     assert list(fig.data[1].y) == [block_opt[k, 20] for k in degrees]
     assert list(fig.data[2].y) == [full_opt[k, 20] for k in degrees]

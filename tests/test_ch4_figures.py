@@ -122,7 +122,7 @@ def test_capacity_figure_draws_the_trained_blocks_on_their_references(computed):
     fig = ch4_figures.capacity_figure(sweep, references)
     slots, widths = _panels(fig)
     assert _names(slots) == ["trained block (exact test loss)",
-                             "best span the block can write (reference)", "best m monomials",
+                             "best span the block can write", "best m monomials",
                              "full one-step kernel GD (m = h = p₂)", "no slots: linear GD on x",
                              "saturates at m = p₂ = 3"]
     assert _names(widths) == [n for n in _names(slots) if n != "best m monomials"]
@@ -150,7 +150,7 @@ def test_training_curves_have_one_panel_per_sweep_and_size(computed):
     assert width2[0].y[0] == pytest.approx(np.mean(history[:5]) / references.normaliser,
                                            rel=1e-12)
     assert width2[1].y[0] == sweep.glu[2].loss / references.normaliser
-    assert fig.layout.yaxis.title.text == "batch loss / E[y²] (mean of 5 steps)"
+    assert fig.layout.yaxis.title.text == "loss / E[y²] (mean of 5 steps)"
     assert fig.layout.xaxis.title.text == "training step" and fig.layout.yaxis.type == "log"
     with pytest.raises(ConfigError, match="window"):
         ch4_figures.training_curves_figure(sweep, references, window=STEPS + 1)

@@ -71,8 +71,8 @@ def test_residual_stream_figure_draws_the_stream_next_to_the_recursion(stacks, s
     assert len(fig.data) == 2 * 4 * 3 and max(owner) == 7
     first = [t for t, p in zip(fig.data, owner, strict=True) if p == 2]  # constructed, ℓ = 2
     assert [t.name for t in first] == ["labels y_i (block 0)",
-                                       "label entry of context token i after block ℓ",
-                                       "y_i − (first ℓ blocks' prediction at x_i)"]
+                                       "label entry of token i after block ℓ",
+                                       "y_i − prediction of the first ℓ blocks"]
     assert list(first[0].y) == residuals.labels_seen["constructed"][0].tolist()
     assert list(first[1].y) == residuals.labels_seen["constructed"][2].tolist()
     assert list(first[2].y) == residuals.requeried["constructed"][2].tolist()
@@ -138,7 +138,7 @@ def test_depth_figure_draws_both_token_sizes_and_the_references_spread():
     fig = depth_figures.depth_figure(study, "d = 5")
     names = [trace.name for trace in fig.data]
     assert "trained, m = 5 slots" in names and "trained, m = 15 slots" in names
-    wide = fig.data[names.index("L steps of kernel GD (all 15 quadratics), best Γ per step")]
+    wide = fig.data[names.index("L steps of kernel GD, best Γ (m = 15)")]
     samples = depth_study.reference_samples(study, 15)
     errors = np.array(study["references"]["15"]["fit_samples"]["std_error"]) / study["null_loss"]
     assert np.allclose(wide.y, samples.mean(axis=0))

@@ -6,12 +6,16 @@ import json
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import plotly.graph_objects as go
 import pytest
+import yaml
 
 from nlicl_lib.book import display, plots
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def slider_figure(curves: int = 3) -> go.Figure:
@@ -76,24 +80,6 @@ def test_prepare_figure_keeps_chosen_colours_and_height() -> None:
     assert prepared.layout.height == 300
 
 
-
-def test_top_legend_gets_one_row_per_entry_of_the_largest_panel() -> None:
-    """A top legend must not run into the title: the margin holds every entry of a panel."""
-    from nlicl_lib.book import plots
-
-    base = plots.new_figure("title", "x", "y")
-    margin, height = base.layout.margin.t, base.layout.height
-    panels = {(k,): [plots.trained_trace([0, 1], [1, k], f"curve {i}") for i in range(k)]
-              for k in (1, 6)}
-    fig = plots.slider_figure(base, panels, ["k"], [[1, 6]])
-    assert plots.legend_entries(fig) == 6
-    prepared = display.prepare_figure(fig)
-    grown = prepared.layout.margin.t - margin
-    assert prepared.layout.margin.t == plots.TITLE_PX + 6 * plots.LEGEND_ROW_PX + 8
-    assert prepared.layout.height == fig.layout.height + grown > height
-    assert fig.layout.margin.t == margin  # the original is left alone
-    side = go.Figure(go.Scatter(x=[0], y=[0], name="a"), layout={"margin": {"t": 30}})
-    assert display.prepare_figure(side).layout.margin.t == 30  # no top legend: unchanged
 
 def test_figure_html_uses_the_pages_plotly_and_no_network() -> None:
     html = display.figure_html(slider_figure(), div_id="figure-under-test")
@@ -164,19 +150,18 @@ def test_show_in_a_live_session_uses_plotlys_renderer(monkeypatch) -> None:
     assert fig is not original and len(fig.layout.sliders) == 1
 
 
-def test_multi_slider_figures_carry_the_combining_script():
-    """Several static sliders are combined on the page by display.SLIDER_SCRIPT, which reads
-    the grid that plots.slider_figure records (checked in a real browser by the browser test)."""
-    from nlicl_lib.book import display
-    from nlicl_lib.book.plots import new_figure, slider_figure, trained_trace
-
-    panels = {(a, b): [trained_trace([0, 1], [a, b], f"{a}{b}")] for a in (1, 2) for b in (3, 4)}
-    fig = slider_figure(new_figure("t", "x", "y"), panels, ["a", "b"], [[1, 2], [3, 4]])
-    meta = fig.layout.meta["nlicl_sliders"]
+def test_multi_slider_figures_carry_their_grid_and_no_script_of_their_own():
+    """Several static sliders are combined on the page by the site's nlicl-figures.js, which
+    reads the grid that plots.slider_figure records (checked in a real browser by the browser
+    test); the figure's HTML holds no script but plotly's own call."""
+    panels = {(a, b): [plots.trained_trace([0, 1], [a, b], f"{a}{b}")] for a in (1, 2) for b in (3, 4)}
+    fig = plots.slider_figure(plots.new_figure("t", "x", "y"), panels, ["a", "b"], [[1, 2], [3, 4]])
+    html = display.figure_html(fig, "fig-x")
+    _, layout, _ = embedded_figure(html)
+    meta = layout["meta"]["nlicl_sliders"]
     assert meta["keys"] == [[0, 0], [0, 1], [1, 0], [1, 1]]
     assert meta["panel_of_trace"] == [0, 1, 2, 3]
-    html = display.figure_html(fig, "fig-x")
-    assert "plotly_sliderchange" in html and "getElementById('fig-x')" in html
+    assert html.count("<script") == 1 and "plotly_sliderchange" not in html
 
 
 def test_figure_html_is_a_labelled_and_described_figure() -> None:
@@ -227,30 +212,52 @@ def test_describe_figure_names_categories_heatmaps_and_panels() -> None:
     assert display.plain_text("a<br>b <sub>2</sub> &amp; c") == "a b 2 & c"
 
 
-def test_the_figure_script_makes_sliders_keyboard_operable() -> None:
-    """The page script's keyboard path (run in a real browser by the browser test)."""
-    script = display.FIGURE_SCRIPT
-    for needle in ("'.slider-container .slider-group'", "'tabindex', '0'", "'role', 'slider'",
-                   "aria-valuenow", "aria-valuetext", "ArrowRight", "ArrowLeft", "Home", "End",
-                   "preventDefault", "plotly_afterplot", "plotly_sliderchange",
-                   "Plotly[method].apply(null, [gd].concat(step.args || []))",
-                   "'sliders[' + index + '].active'", ".focus("):
-        assert needle in script, needle
-    html = display.figure_html(slider_figure(), div_id="fig-kb")
-    assert "getElementById('fig-kb')" in html and "{plot_id}" not in html
+STATIC = ROOT / "book" / "_static"
 
 
-@pytest.mark.parametrize("script", [display.FIGURE_SCRIPT, display.FIT_SCRIPT])
-def test_the_page_scripts_are_valid_javascript(tmp_path, script: str) -> None:
+def test_every_page_loads_plotly_and_the_figure_script_by_configuration() -> None:
+    """plotly.js and the sliders' script are named once, in html_js_files, for every page."""
+    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    scripts = config["sphinx"]["config"]["html_js_files"]
+    assert scripts[:2] == ["vendor/plotly-cartesian.min.js", "nlicl-figures.js"]
+    assert all((STATIC / script).is_file() for script in scripts)
+    figures_js = (STATIC / "nlicl-figures.js").read_text(encoding="utf-8")
+    for needle in (".slider-container .slider-group", '"aria-valuenow"', "ArrowRight", "Home",
+                   "preventDefault", "plotly_sliderchange", "nlicl_sliders", ".plotly-graph-div"):
+        assert needle in figures_js, needle
+    # the graph div the script looks for is the one plotly.io writes
+    assert 'class="plotly-graph-div"' in display.figure_html(slider_figure(), div_id="f")
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in STATIC.glob("*.js")))
+def test_the_page_scripts_are_valid_javascript(script: str) -> None:
     node = shutil.which("node")
     if node is None:
         pytest.skip("node is not installed")
-    path = tmp_path / "script.js"
-    path.write_text(script.replace("{plot_id}", "figure"))
     check = "new Function(require('fs').readFileSync(process.argv[1], 'utf8'))"
-    result = subprocess.run([node, "-e", check, str(path)], capture_output=True, text=True,
-                            check=False)
+    result = subprocess.run([node, "-e", check, str(STATIC / script)], capture_output=True,
+                            text=True, check=False)
     assert result.returncode == 0, result.stderr
+
+
+def test_a_trace_the_sites_plotly_cannot_draw_stops_the_figure() -> None:
+    flat = go.Figure(go.Scatter(x=[1], y=[1]))
+    flat.add_bar(x=["a"], y=[1])
+    flat.add_heatmap(z=[[1, 2]])
+    display.figure_output(flat)  # scatter, bar, heatmap: drawn
+    with pytest.raises(ValueError, match="'scatter3d'"):
+        display.figure_output(go.Figure(go.Scatter3d(x=[1], y=[1], z=[1])))
+    animated = go.Figure(go.Scatter(x=[1], y=[1]), frames=[go.Frame(data=[go.Scattergl(y=[1])])])
+    assert display.trace_types(animated) == {"scatter", "scattergl"}  # frames count
+    with pytest.raises(ValueError, match="'scattergl'"):
+        display.figure_output(animated)
+
+
+def test_the_cartesian_trace_list_is_the_bundles() -> None:
+    """The trace modules the vendored bundle registers (those its npm package's README names)."""
+    text = (STATIC / "vendor" / "plotly-cartesian.min.js").read_text(encoding="utf-8")
+    registered = set(re.findall(r'moduleType:\s*"trace",\s*name:\s*"(\w+)"', text))
+    assert registered == display.CARTESIAN_TRACES
 
 
 def test_figures_with_numpy_coordinates_are_described():
@@ -261,13 +268,3 @@ def test_figures_with_numpy_coordinates_are_described():
     data, _ = display.figure_output(fig)
     assert "from 0 to 4" in display.describe_figure(display.prepare_figure(fig))
     assert 'role="figure"' in data["text/html"]
-
-
-def test_figures_with_a_top_legend_fit_their_margin_in_the_page() -> None:
-    """The written top margin holds one legend row per entry (a phone); the page script fits
-    it to the drawn title and legend (run in a real browser by the browser test)."""
-    html = display.figure_html(slider_figure(), div_id="fig-fit")
-    assert html.count("getElementById('fig-fit')") == 2
-    for needle in ("'margin.t': full.margin.t + shift", "contentTop", "MAX_TRIES",
-                   "plotly_afterplot"):
-        assert needle in display.FIT_SCRIPT, needle

@@ -1,10 +1,15 @@
 """The book's PDF (``make pdf``, tools/make_pdf.py): printed from the built site, it holds every
 page of the table of contents in order and every figure of the site, and the site links to it.
+Laid out as the PDF prints it (the print stylesheet, at the width of the paper's text), no
+page holds a figure, table or code block wider than the text column, nor the toggle of a
+folded code cell (a button that does nothing on paper).
 
-Needs the built site and its PDF: ``make book && make pdf`` (``make pdf`` runs this file)."""
+Needs the built site and its PDF: ``make book && make pdf`` (``make pdf`` runs this file; the
+print layout's test needs Debian's chromium, which ``make pdf`` installs)."""
 
 from __future__ import annotations
 
+import os
 import re
 from html import unescape
 from pathlib import Path
@@ -16,7 +21,7 @@ from pypdf import PdfReader
 pytestmark = pytest.mark.built
 
 ROOT = Path(__file__).resolve().parents[1]
-HTML_DIR = ROOT / "_build" / "html"
+HTML_DIR = Path(os.environ.get("NLICL_HTML_DIR", ROOT / "_build" / "html"))  # the built site
 
 
 make_pdf = load_tool("make_pdf")
@@ -61,6 +66,62 @@ def test_every_figure_of_the_site_is_in_the_pdf(reader: PdfReader) -> None:
     missing = [f"{page}: {label}" for page, label in site
                if not re.search(re.escape(label) + r"(?!\d)", text)]
     assert not missing, f"figures of the site not in the PDF: {missing}"
+
+
+PRINT_LAYOUT_JS = """() => {
+  // what sticks out of the text column, laid out for print: figures, tables and code blocks,
+  // and a block whose content is cut off inside it (it would scroll on a screen)
+  const column = document.querySelector('article.bd-article');
+  const box = column.getBoundingClientRect();
+  const [left, right] = [box.left - 1, box.right + 1];
+  const kinds = [['figure', '.nlicl-plotly .main-svg'], ['table', 'table'], ['code', 'pre']];
+  const wide = [];
+  for (const [kind, selector] of kinds) {
+    for (const element of column.querySelectorAll(selector)) {
+      if (!element.getClientRects().length) continue;  // not printed (a folded code cell)
+      const at = element.getBoundingClientRect();
+      const cut = kind !== 'figure' && element.scrollWidth > element.clientWidth + 1;
+      if (at.left < left || at.right > right || cut) {
+        const line = (element.textContent || '').trim().split('\\n')[0].slice(0, 50);
+        wide.push(`${kind} ${JSON.stringify(line)}: from x = ${Math.round(at.left)} to `
+                  + `${Math.round(at.right)}, content ${element.scrollWidth} px in `
+                  + `${element.clientWidth} px`);
+      }
+    }
+  }
+  const toggles = Array.from(column.querySelectorAll('details.hide > summary'))
+    .filter((summary) => summary.getClientRects().length)
+    .map((summary) => `the toggle ${JSON.stringify(summary.textContent.trim().slice(0, 40))}`);
+  return {column: [Math.round(box.left), Math.round(box.right)], width: window.innerWidth,
+          problems: wide.concat(toggles)};
+}"""
+
+
+def test_nothing_is_wider_than_the_printed_column() -> None:
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+    if not Path(make_pdf.CHROMIUM).exists():
+        pytest.fail(f"{make_pdf.CHROMIUM} is missing: `make chromium` installs it")
+    server, url = make_pdf.serve(HTML_DIR)
+    problems = []
+    try:
+        with sync_api.sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=make_pdf.CHROMIUM)
+            context = make_pdf.new_print_context(browser)
+            for page_name in make_pdf.toc_pages():
+                page = make_pdf.open_for_print(context, url, page_name)
+                layout = page.evaluate(PRINT_LAYOUT_JS)
+                assert layout["width"] == make_pdf.PRINT_WIDTH_PX
+                if layout["column"][1] > layout["width"]:
+                    problems.append(f"{page_name}: the column {layout['column']} is wider "
+                                    f"than the paper's {layout['width']} px")
+                problems += [f"{page_name}: {problem}" for problem in layout["problems"]]
+                page.close()
+            browser.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert not problems, (f"printed at {make_pdf.PRINT_WIDTH_PX} px, wider than the text "
+                          "column or a dead button:\n" + "\n".join(problems))
 
 
 def test_the_site_links_to_the_pdf() -> None:

@@ -1,82 +1,12 @@
-"""nlicl_lib.book.plots: axis types, log tick labels, line styles, and text wrapped to fit a phone."""
+"""nlicl_lib.book.plots: axis types, log tick labels, line styles, and plotly's own layout
+(margins that grow to fit the title, legend and axes; sliders stacked under the plot)."""
 
 from __future__ import annotations
 
-import itertools
-import json
-import re
-
 import plotly.graph_objects as go
-import pytest
 from plotly.subplots import make_subplots
 
 from nlicl_lib.book import display, plots
-
-BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
-TAG = re.compile(r"<[^<>]*>")
-
-TEXTS = [
-    "One LSA layer trained on linear regression (d=5, n=20)",
-    "slots m (width h = max(m, p₂))  /  width h (slots m = max(h, p₂))",
-    "best single step of linear GD at n = 20, exact (Theorem 9, ψ = x), L = 1",
-    "kernel ridge, (1 + x·x')^2, tuned penalty (at the floor: below 0.001, exact fit)",
-    "the loss L<sub>n, k</sub> of <b>all three trained models</b> against x<sup>2 + 1</sup> here",
-    '<span style="color: red">a red note with spaces</span> then &amp; plain &lt;words&gt; go on',
-    "supercalifragilisticexpialidocious is longer than any line we allow here",
-    "short",
-    "",
-]
-
-
-def words(text: str) -> list[str]:
-    """The words of ``text`` (line breaks and runs of spaces both separate words)."""
-    return BREAK.sub(" ", text).split()
-
-
-@pytest.mark.parametrize(("text", "width"), list(itertools.product(TEXTS, [12, 20, 33, 45])))
-def test_wrap_text_keeps_every_word_and_tag_and_fits_the_width(text: str, width: int) -> None:
-    wrapped = plots.wrap_text(text, width)
-    assert words(wrapped) == words(text)  # nothing lost, nothing split, nothing reordered
-    assert TAG.findall(BREAK.sub("", wrapped)) == TAG.findall(text)  # every tag intact
-    for line in BREAK.split(wrapped):
-        # a line is too long only when it is one word (tags included) that is
-        assert plots.visible_length(line) <= width or len(line.split()) == 1, line
-    if plots.visible_length(text) <= width:
-        assert wrapped == text  # text that fits comes back identical
-    assert plots.wrap_text(wrapped, width) == wrapped  # idempotent
-    assert plots.wrap_text(wrapped, 5) == wrapped  # an existing <br> is the author's layout
-
-
-def test_wrap_text_never_breaks_inside_tags_or_sub_and_superscripts() -> None:
-    text = "x<sub>i, j</sub> plus y<sup>a b c</sup> and <span class='one two'>z</span> w"
-    wrapped = plots.wrap_text(text, 8)
-    assert "<sub>i, j</sub>" in wrapped and "<sup>a b c</sup>" in wrapped
-    assert "<span class='one two'>" in wrapped
-    for tag in TAG.findall(BREAK.sub("", wrapped)):
-        assert "<br>" not in tag
-
-
-def test_wrap_text_balances_lines_and_counts_entities_as_one_character() -> None:
-    assert plots.wrap_text("full one-step kernel GD (m = h = p₂)", 33) == (
-        "full one-step kernel<br>GD (m = h = p₂)")  # no dangling "p₂" on a line of its own
-    assert plots.visible_length("a &amp; b<sub>2</sub>") == 6
-    assert plots.wrap_text("aa &amp; bb", 7) == "aa &amp; bb"
-
-
-def test_wrap_text_leaves_other_values_alone() -> None:
-    assert plots.wrap_text(None, 10) is None
-    assert plots.wrap_text(42, 10) == 42
-    latex = "$\\mathcal{L}(\\Gamma) = \\operatorname{tr} S - \\operatorname{tr}(S^3 B^{-1})$"
-    assert plots.wrap_text(latex, 10) == latex
-    assert plots.wrap_text("a<BR/>b long long long long", 5) == "a<BR/>b long long long long"
-
-
-def test_text_lines_and_wrap_width() -> None:
-    assert plots.text_lines(None) == 0 and plots.text_lines("") == 0
-    assert plots.text_lines("a") == 1 and plots.text_lines("a<br>b<br/>c") == 3
-    # the book's 18 px title on a phone: about 34 characters, never fewer than the minimum
-    assert plots.wrap_width(plots.PHONE_FIGURE_PX - 16, 18) == 33
-    assert plots.wrap_width(10, 18) == plots.MIN_WRAP_CHARS
 
 
 def test_new_figure_keeps_plotlys_automatic_axis_type_for_categories() -> None:
@@ -126,146 +56,52 @@ def test_reference_traces_keep_their_styles_and_take_a_dash() -> None:
     assert plots.bound_trace(x, y, "b").line.color == plots.COLORS["bound"]
 
 
-LONG_TITLE = "One trained block against the best one-step GD, degree-1 task"
-LONG_NAME = "kernel ridge, (1 + x·x')^2, tuned penalty (at the floor: below 0.001, exact fit)"
-LONG_X = "slots m (width h = max(m, p₂))  /  width h (slots m = max(h, p₂))"
-LONG_Y = "exact test loss / best one-step GD on (x, φ₂) at every n"
-
-
-def lines_fit(text: str, width: int) -> bool:
-    return all(plots.visible_length(line) <= width for line in BREAK.split(text))
-
-
-def test_prepare_figure_wraps_title_legend_and_axis_titles_to_fit_a_phone() -> None:
-    fig = plots.new_figure(LONG_TITLE, LONG_X, LONG_Y)
-    fig.add_trace(plots.trained_trace([1, 2], [1, 2], "trained"))
-    fig.add_trace(plots.baseline_trace([1, 2], [1, 1], LONG_NAME))
-    fig.add_trace(plots.bound_trace([1, 2], [0, 0], "hidden " * 12, showlegend=False))
+def test_new_figure_leaves_the_margins_to_plotlys_automargin() -> None:
+    fig = plots.new_figure("A short title", "x", "y")
+    title, legend = fig.layout.title, fig.layout.legend
+    # the title in the container's top margin, which plotly grows for it on top of the
+    # legend's: the two never overlap, whatever the number of legend rows
+    assert title.automargin is True and title.yref == "container" and title.yanchor == "top"
+    assert legend.orientation == "h" and legend.yanchor == "bottom" and legend.y > 1
+    assert fig.layout.xaxis.automargin is True and fig.layout.yaxis.automargin is True
+    assert max(fig.layout.margin[side] for side in "lrtb") <= 16  # plotly adds what is needed
     prepared = display.prepare_figure(fig)
-    layout = prepared.layout
-    assert plots.text_lines(layout.title.text) == 2 and lines_fit(layout.title.text, 33)
-    assert prepared.data[0].name == "trained"
-    assert plots.text_lines(prepared.data[1].name) >= 3 and lines_fit(prepared.data[1].name, 33)
-    assert prepared.data[2].name == "hidden " * 12  # not in the legend: left alone
-    assert plots.text_lines(layout.xaxis.title.text) == 2
-    assert lines_fit(layout.xaxis.title.text, 36)
-    assert plots.text_lines(layout.yaxis.title.text) == 2
-    assert fig.layout.title.text == LONG_TITLE and fig.data[1].name == LONG_NAME  # untouched
-    # the wrapped title starts inside the figure: its first baseline below the top edge
-    assert layout.title.yanchor == "bottom" and layout.title.yref == "container"
-    first_baseline = (1 - layout.title.y) * layout.height
-    assert first_baseline == pytest.approx(plots.TITLE_TOP_PX + 0.86 * 18, abs=1)
+    assert prepared.layout.title.text == "A short title" and prepared.layout.margin == fig.layout.margin
 
 
-def test_prepare_figure_twice_changes_nothing_more() -> None:
-    base = plots.new_figure(LONG_TITLE, LONG_X, LONG_Y, log_y=True)
-    panels = {(k, m): [plots.trained_trace([1, 2], [k, m], f"{LONG_NAME} {k}{m}")]
-              for k in (1, 2) for m in ("pure quadratic", "linear + quadratic")}
-    titles = {key: f"{LONG_TITLE} at k = {key[0]}" for key in panels}
-    slider = plots.slider_figure(base, panels, ["target degree k", "task"],
-                                 [[1, 2], ["pure quadratic", "linear + quadratic"]], titles)
-    grid = make_subplots(rows=1, cols=2, subplot_titles=["trained block: K = AᵀΓA",
-                                                         "optimal Γ* = S B⁻¹ (Corollary 10)"])
-    grid.add_heatmap(z=[[0, 1], [1, 0]], row=1, col=1)
-    grid.add_heatmap(z=[[0, 1], [1, 0]], row=1, col=2)
-    grid.update_layout(title_text="The preconditioner the trained block applies, and the best",
-                       margin={"t": 90})
-    bottom = plots.new_figure(LONG_TITLE, "x", "y")
-    bottom.add_trace(plots.trained_trace([1], [1], LONG_NAME))
-    bottom.update_layout(legend={"y": -0.2, "yanchor": "top"}, margin={"b": 150})
-    for fig in (slider, grid, bottom, go.Figure(go.Scatter(x=[1], y=[2], name=LONG_NAME))):
-        once = display.prepare_figure(fig)
-        assert json.loads(display.prepare_figure(once).to_json()) == json.loads(once.to_json())
+def test_subplot_titles_get_room_and_the_texts_size() -> None:
+    fig = plots.book_layout(make_subplots(rows=1, cols=2, subplot_titles=["left", "right"]), "t")
+    assert fig.layout.margin.t == plots.SUBPLOT_TITLES_PX
+    assert {annotation.font.size for annotation in fig.layout.annotations} == {plots.FONT_PX}
+    assert plots.new_figure("t", "x", "y").layout.margin.t < plots.SUBPLOT_TITLES_PX
 
 
-def test_top_legend_counts_the_lines_of_wrapped_entries_and_title() -> None:
-    fig = plots.new_figure("title", "x", "y")
-    fig.add_trace(plots.trained_trace([0], [0], "one line"))
-    fig.add_trace(plots.trained_trace([0], [0], "two<br>lines"))
-    assert plots.legend_entries(fig) == 2 and plots.legend_lines(fig) == 3
-    assert plots.legend_height(fig) == 2 * plots.LEGEND_ROW_PX + plots.LEGEND_LINE_PX
-    prepared = display.prepare_figure(fig)
-    one_line_title = prepared.layout.margin.t
-    assert one_line_title == plots.TITLE_PX + plots.legend_height(fig) + 8
-    fig.update_layout(title_text="a title<br>in two lines")
-    two_line_title = display.prepare_figure(fig).layout.margin.t
-    assert two_line_title == one_line_title + plots.TITLE_LINE_PX
-    assert display.prepare_figure(fig).layout.height - fig.layout.height == (
-        two_line_title - fig.layout.margin.t)  # the plot keeps its size
+def slider_test_figure(labels: list[str]) -> go.Figure:
+    panels = {(depth, label): [go.Scatter(x=[0, 1], y=[depth, 1])]
+              for depth in (1, 2) for label in labels}
+    return plots.slider_figure(plots.new_figure("t", "x", "y"), panels, ["depth", "task"],
+                               [[1, 2], labels])
 
 
-def test_slider_panel_titles_and_labels_are_wrapped_and_counted() -> None:
-    base = plots.new_figure("short", "x", "y")
-    panels = {(k,): [plots.trained_trace([0, 1], [0, k], f"k={k}")] for k in (1, 2)}
-    titles = {(1,): "short", (2,): LONG_TITLE}
-    fig = plots.slider_figure(base, panels, ["the target degree of the task, k, varies"],
-                              [[1, 2]], titles)
-    prepared = display.prepare_figure(fig)
-    meta_titles = prepared.layout.meta["nlicl_sliders"]["titles"]
-    assert meta_titles[0] == "short" and plots.text_lines(meta_titles[1]) == 2
-    step_titles = [step.args[1]["title.text"] for step in prepared.layout.sliders[0].steps]
-    assert step_titles == meta_titles
-    assert fig.layout.sliders[0].steps[1].args[1]["title.text"] == LONG_TITLE  # untouched
-    assert fig.layout.meta["nlicl_sliders"]["titles"][1] == LONG_TITLE
-    assert plots.title_lines(prepared) == 2
-    # room for the longest panel title, though the first panel's has one line
-    assert prepared.layout.margin.t == (plots.TITLE_PX + plots.TITLE_LINE_PX
-                                        + plots.legend_height(prepared) + 8)
-    assert "<br>" in prepared.layout.sliders[0].currentvalue.prefix
+def test_sliders_stack_under_the_plot_and_the_figure_grows_for_them() -> None:
+    fig = slider_test_figure(["a", "b"])
+    first, second = fig.layout.sliders
+    assert first.y == second.y == 0 and first.yanchor == second.yanchor == "top"
+    assert first.pad.t == plots.SLIDER_PAD_PX
+    assert second.pad.t == plots.SLIDER_PAD_PX + plots.SLIDER_PX  # under the first
+    assert fig.layout.height == plots.FIGURE_HEIGHT_PX + 2 * plots.SLIDER_PX
+    assert (first.x, first.len) == (0, 1)
 
 
-def test_wrapped_x_title_pushes_the_sliders_down() -> None:
-    base = plots.new_figure("t", LONG_X, "y")
-    panels = {(k,): [plots.trained_trace([0, 1], [0, k], "c")] for k in (1, 2)}
-    fig = plots.slider_figure(base, panels, ["k"], [[1, 2]])
-    prepared = display.prepare_figure(fig)
-    extra = prepared.layout.sliders[0].pad.t - plots.SLIDER_PAD_PX
-    assert extra == round(plots.LINE_SPACING * 16)  # one more line of 16 px axis title
-    assert prepared.layout.margin.b == fig.layout.margin.b + extra
-
-
-def test_long_end_labels_shorten_the_slider_to_stay_on_a_phone_screen() -> None:
-    base = plots.new_figure("t", "x", "y")
-    panels = {(k,): [plots.trained_trace([0, 1], [0, 1], "c")]
-              for k in ("pure quadratic", "linear + quadratic")}
-    fig = plots.slider_figure(base, panels, ["task"], [[key[0] for key in panels]])
-    slider = display.prepare_figure(fig).layout.sliders[0]
-    assert slider.x >= 0.05 and slider.x + slider.len < 0.95
-    short = plots.slider_figure(base, {(k,): panels[("pure quadratic",)] for k in (1, 2)},
-                                ["k"], [[1, 2]])
-    unchanged = display.prepare_figure(short).layout.sliders[0]
-    assert (unchanged.x, unchanged.len) == (0.05, 0.9)
-
-
-def test_subplot_titles_wrap_and_get_room_above_the_plots() -> None:
-    fig = make_subplots(rows=1, cols=2, subplot_titles=["trained block: K = AᵀΓA",
-                                                        "optimal Γ* = S B⁻¹ (Corollary 10)"])
-    fig.add_heatmap(z=[[0, 1], [1, 0]], row=1, col=1)
-    fig.add_heatmap(z=[[0, 1], [1, 0]], row=1, col=2)
-    fig.update_layout(title_text="A title", margin={"t": 60}, height=400)
-    prepared = display.prepare_figure(fig)
-    texts = [a.text for a in prepared.layout.annotations]
-    assert all(plots.text_lines(text) >= 2 for text in texts)
-    lines = max(plots.text_lines(text) for text in texts)
-    title_px = (plots.TEXT_ASCENT_EM + plots.TEXT_DESCENT_EM) * plots.title_font_px(prepared)
-    wanted = plots.TITLE_TOP_PX + title_px + 10 + lines * plots.LINE_SPACING * 16 + 4
-    assert prepared.layout.margin.t == pytest.approx(wanted, abs=1)
-    assert prepared.layout.height - 400 == prepared.layout.margin.t - 60
-    plain = make_subplots(rows=1, cols=2, subplot_titles=["a", "b"])
-    plain.update_layout(title_text="A title", margin={"t": 60})
-    assert display.prepare_figure(plain).layout.margin.t == 60  # nothing wrapped: unchanged
-
-
-def test_bottom_legend_gets_a_margin_for_its_rows() -> None:
-    fig = plots.new_figure("t", "x", "y")
-    for index in range(4):
-        fig.add_trace(plots.trained_trace([0], [0], f"{LONG_NAME} {index}"))
-    fig.update_layout(legend={"y": -0.2, "yanchor": "top"}, margin={"b": 100})
-    prepared = display.prepare_figure(fig)
-    plot_h = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
-    wanted = 0.2 * plot_h + plots.legend_height(prepared) + 10
-    assert prepared.layout.margin.b == pytest.approx(wanted, abs=1)
-    assert prepared.layout.height - prepared.layout.margin.t - prepared.layout.margin.b == plot_h
+def test_long_end_labels_inset_the_rail_so_that_they_stay_on_a_phone() -> None:
+    short = slider_test_figure(["a", "b"]).layout.sliders[1]
+    assert (short.pad.l, short.pad.r) == (0, 0)
+    long = slider_test_figure(["pure quadratic", "linear + quadratic"]).layout.sliders[1]
+    half_last = plots.SLIDER_LABEL_EM * plots.FONT_PX * len("linear + quadratic") / 2
+    # the last label's centre sits 10 px in from the rail's end: it may reach the figure's
+    # right margin, and no further
+    assert long.pad.r == round(half_last) - 10 - plots.SLIDER_ROOM_PX[1]
+    assert 0 < long.pad.l < long.pad.r
 
 
 def test_log_axes_get_ticks_whose_full_number_labels_do_not_collide() -> None:

@@ -40,23 +40,20 @@ def training_figure(task: TaskConfig, result: TrainResult, test: LossEstimate, o
     window = check_int("window", window, minimum=1, maximum=result.steps)
     steps = np.arange(1, result.steps + 1)
     smoothed = np.convolve(result.loss_history, np.ones(window) / window, mode="valid")
-    title = f"One LSA layer trained on linear regression (d={task.input_dim}, n={task.context_length})"
-    fig = plots.new_figure(title,
-                           "training step", "loss / E[y²]", log_y=True, height=480)
+    title = f"Training one LSA layer (d={task.input_dim}, n={task.context_length})"
+    fig = plots.new_figure(title, "training step", "loss / E[y²]", log_y=True, height=480)
     fig.add_trace(plots.trained_trace(steps, result.loss_history / normaliser, "batch loss",
                                       mode="lines", opacity=0.35))
     fig.add_trace(plots.trained_trace(steps[window - 1:], smoothed / normaliser,
                                       f"batch loss, mean of {window} steps", mode="lines"))
     fig.add_trace(plots.theory_trace([1, result.steps], [optimum / normaliser] * 2,
-                                     f"best one-step GD, d(d+1)/(n+d+1) ({ref('thm-linear-optimum')})"))
+                                     f"best one-step GD ({ref('thm-linear-optimum')})"))
     fig.add_trace(plots.baseline_trace([1, result.steps], [1.0, 1.0], "zero predictor"))
     fig.add_trace(go.Scatter(
         x=[result.steps], y=[test.mean / normaliser], mode="markers",
         name="test loss (Monte Carlo, ±2 s.e.)",
         marker={"color": plots.COLORS["trained2"], "size": 9},
         error_y={"type": "data", "array": [2 * test.std_error / normaliser]}))
-    fig.update_layout(legend={"orientation": "h", "x": 0, "y": -0.22, "yanchor": "top"},
-                      margin={"b": 150})
     return fig
 
 
@@ -75,18 +72,16 @@ def weights_figure(trained: LSA, construction: LSA) -> go.Figure:
               ("construction P", construction.P.detach().numpy()),
               ("construction Q", construction.Q.detach().numpy())]
     limit = max(np.abs(matrix).max() for _, matrix in panels)
-    fig = make_subplots(rows=2, cols=2, subplot_titles=[t for t, _ in panels],
-                        horizontal_spacing=0.16, vertical_spacing=0.2)
+    fig = plots.book_layout(make_subplots(rows=2, cols=2, subplot_titles=[t for t, _ in panels],
+                                          horizontal_spacing=0.16, vertical_spacing=0.16),
+                            "Trained layer and construction", height=640)
     for index, (title, matrix) in enumerate(panels):
         fig.add_trace(go.Heatmap(
             z=matrix, x=labels, y=labels, zmin=-limit, zmax=limit, zmid=0, colorscale="RdBu_r",
-            showscale=index == 0, name=title,
+            showscale=index == 0, name=title, colorbar={"thickness": 14},
             hovertemplate="row %{y}, column %{x}: %{z:.3f}<extra></extra>"),
             row=index // 2 + 1, col=index % 2 + 1)
     fig.update_yaxes(autorange="reversed")
-    fig.update_layout(title={"text": "Learned weights (top) and the construction (bottom)", "x": 0.02},
-                      template="plotly_white", paper_bgcolor="white", plot_bgcolor="white",
-                      height=680, margin={"l": 40, "r": 20, "t": 90, "b": 40})
     return fig
 
 
@@ -108,7 +103,7 @@ def depth_figure(depths: Sequence[int], noise_levels: Sequence[float],
     two standard errors), $L$ tuned GD steps (``tuned[sigma, L]``) and, for $\sigma > 0$, the Bayes
     optimum ``bayes[sigma]``; one slider step per $\sigma$ in ``noise_levels``."""
     _check_grid(depths, noise_levels, trained, tuned, bayes)
-    base = plots.new_figure("Trained L-layer LSA against L tuned GD steps", "layers L",
+    base = plots.new_figure("L-layer LSA against L tuned GD steps", "layers L",
                             "test loss / E[y²]", log_y=True)
     base.update_xaxes(tickvals=list(depths))
     figure_panels = {}

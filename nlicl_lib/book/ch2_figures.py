@@ -94,10 +94,8 @@ def line_probe_figure(probes: Mapping[tuple[int, str], LineProbe], depths: Seque
             plots.trained_trace(offsets, probe.predictions,
                                 f"trained LSA, depth {depth} (full P, Q)", mode="lines"),
         ]
-    base = plots.new_figure("Prediction along a line through query space",
-                            "position t along the line x(t) = t u", "prediction", height=470)
-    base.update_layout(legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
-                       margin={"t": 110})
+    base = plots.new_figure("Prediction along a line in query space",
+                            "t, along the line x(t) = t u", "prediction", height=470)
     return plots.slider_figure(base, panels, ["depth L", "task"], [list(depths), list(task_names)])
 
 
@@ -115,13 +113,10 @@ def bound_figure(trained: Mapping[tuple[str, str, int], TrainedModel], tasks: Ma
         raise ConfigError("forms", list(forms), "one to four attention forms")
     colors = [plots.COLORS["trained"], plots.COLORS["trained2"], plots.COLORS["trained3"],
               plots.COLORS["trained4"]][:len(forms)]
-    base = plots.new_figure("Trained LSA against the best-linear bound",
-                            "depth L (layers of attention)", "test loss / zero predictor", height=480)
+    base = plots.new_figure("Trained LSA against the linear bound",
+                            "depth L (layers of attention)", "test loss / zero predictor", height=520)
     base.update_xaxes(tickvals=list(depths))
     base.update_yaxes(range=[0.76, AXIS_TOP + 0.01])
-    base.update_layout(title_y=0.985, title_yanchor="top",
-                       legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
-                       margin={"t": 190}, height=560)
     panels = {}
     count = len(depths)
     for name, task in tasks.items():
@@ -152,14 +147,12 @@ def bound_figure(trained: Mapping[tuple[str, str, int], TrainedModel], tasks: Ma
         null = closed_forms.null_loss(task)
         traces += [
             plots.theory_trace([0.8, 1.2], [refs.one_step[name].loss / null] * 2,
-                               f"best single step of linear GD at n = {task.context_length}, exact "
-                               f"({ref('thm-feature-optimum')}, ψ = x), L = 1"),
+                               f"best linear GD step, n = {task.context_length} "
+                               f"({ref('thm-feature-optimum')})"),
             plots.baseline_trace(depths, [refs.ridge[name].test.normalised] * count,
-                                 f"ridge regression on x at n = {task.context_length}, penalty tuned on "
-                                 "validation prompts", dash="longdash"),
+                                 f"tuned ridge on x, n = {task.context_length}", dash="longdash"),
             plots.bound_trace(depths, [closed_forms.best_linear_loss(task) / null] * count,
-                              "best linear predictor (n → ∞): bound for every LSA "
-                              f"({ref('cor-linear-bound')})"),
+                              f"best linear predictor ({ref('cor-linear-bound')})"),
             plots.baseline_trace(depths, [1.0] * count, "zero predictor"),
         ]
         panels[(name,)] = traces

@@ -26,6 +26,7 @@ from nlicl_lib.book.plots import (
     COLORS,
     PALETTE,
     baseline_trace,
+    book_layout,
     bound_trace,
     new_figure,
     slider_figure,
@@ -40,20 +41,15 @@ from nlicl_lib.theory.feature_analysis import DirectionUsage
 
 GAMMA_TITLES = {
     "(x·x')²": "Γ of the kernel (x·x')²",
-    "(1+x·x')²−1": "Γ of the kernel 2 x·x' + (x·x')² = (1 + x·x')² − 1",
-    "(x·Λx')²": "Γ of the kernel (x·Λx')², Λ = diag(1, ½, ¼)",
-    "Γ*": f"The optimal Γ* = S B⁻¹, quadratic task, n = 20 ({ref('cor-same-span')})",
+    "(1+x·x')²−1": "Γ of the kernel (1 + x·x')² − 1",
+    "(x·Λx')²": "Γ of (x·Λx')², Λ = diag(1, ½, ¼)",
+    "Γ*": f"The optimal Γ* = S B⁻¹ ({ref('cor-same-span')})",
 }
 """Panel titles of :func:`gamma_examples_figure`, by the slider labels of
 :func:`nlicl_lib.theory.ch3_analysis.example_gammas`."""
 
 PLATEAU_COLORS = ["#c0392b", "#e67e22", "#8e44ad"]
 """Colours of the plateaus with one, two and three cross-term directions lost."""
-
-
-def _heatmap_layout(fig: go.Figure, height: int, top: int) -> None:
-    fig.update_layout(template="plotly_white", paper_bgcolor="white", plot_bgcolor="white",
-                      height=height, margin={"l": 70, "r": 20, "t": top, "b": 60})
 
 
 def gamma_examples_figure(gammas: Mapping[str, np.ndarray], labels: Sequence[str]) -> go.Figure:
@@ -72,8 +68,7 @@ def gamma_examples_figure(gammas: Mapping[str, np.ndarray], labels: Sequence[str
             colorscale="RdBu_r", name=name,
             hovertemplate="Γ[%{y}, %{x}] = %{z:.3f}<extra></extra>")]
         titles[(name,)] = GAMMA_TITLES.get(name, name)
-    base = go.Figure()
-    _heatmap_layout(base, 520, 60)
+    base = book_layout(go.Figure(), "", height=500)
     base.update_yaxes(autorange="reversed")
     return slider_figure(base, panels, ["kernel"], [list(gammas)], panel_titles=titles)
 
@@ -86,36 +81,33 @@ def one_over_n_figure(rates: Mapping[int, OneOverNRate], trained: tuple[int, int
     if not rates:
         raise ConfigError("rates", rates, "at least one degree")
     low, high = trained
-    fig = new_figure("How close the best one-step loss is to c/n (d = 3)",
-                     "context length n", "n L*(n) / c", log_x=True, height=480)
+    fig = new_figure("Best one-step loss against c/n (d = 3)",
+                     "context length n", "n L*(n) / c", log_x=True, height=540)
     fig.add_trace(go.Scatter(x=[low, high, high, low, low], y=[0, 0, 1.05, 1.05, 0],
                              fill="toself", mode="none", fillcolor="rgba(120,120,120,0.12)",
-                             name=f"context lengths trained below ({low} to {high})",
+                             name=f"trained context lengths ({low} to {high})",
                              hoverinfo="skip"))
     lengths = None
     for index, (k, rate) in enumerate(rates.items()):
         lengths, crossover = rate.lengths, rate.crossover
         fig.add_trace(theory_trace(
-            lengths, rate.scaled, f"degree {k}: n L*(n)/c, c = {rate.c:,.1f}, n× = {crossover:.1f}",
+            lengths, rate.scaled, f"degree {k}: n L*(n)/c, c = {rate.c:,.1f}",
             color=PALETTE[index]))
         if crossover >= lengths[0]:
             fig.add_trace(go.Scatter(
                 x=[crossover], y=[np.interp(np.log(crossover), np.log(lengths), rate.scaled)],
                 mode="markers", marker={"symbol": "diamond", "size": 11, "color": PALETTE[index]},
-                name=f"degree {k}: crossover n× = c / E[y²]",
+                name=f"degree {k}: n× = c / E[y²] = {crossover:.1f}",
                 hovertemplate="n× = %{x:.1f}<extra></extra>"))
     fig.add_trace(bound_trace([lengths[0], lengths[-1]], [1.0, 1.0],
                               f"1: the limit of n L*(n)/c ({ref('prop-one-over-n')})"))
     fig.update_yaxes(range=[0, 1.05])
-    fig.update_layout(legend={"orientation": "h", "x": 0, "y": -0.2, "yanchor": "top"},
-                      margin={"b": 190}, height=600)
     return fig
 
 
 def initialisations_figure(ratios: Mapping[str, Sequence[float]],
                            usage_of: Mapping[str, Sequence[DirectionUsage]], seeds: Sequence[int],
-                           plateaus: Mapping[int, float], task_text: str = "quadratic task, d=3, n=20"
-                           ) -> go.Figure:
+                           plateaus: Mapping[int, float]) -> go.Figure:
     r"""One point per seed (loss / $\mathcal L^*$, log scale) for each GLU initialisation, the
     optimum (1, theory) and the plateaus of blocks with ``lost`` cross-term directions removed
     (``plateaus[lost]``, bounds)."""
@@ -123,7 +115,7 @@ def initialisations_figure(ratios: Mapping[str, Sequence[float]],
     if not inits:
         raise ConfigError("ratios", ratios, "at least one initialisation")
     right = len(inits) - 0.5
-    fig = new_figure(f"{len(seeds)} seeds per initialisation ({task_text})",
+    fig = new_figure(f"{len(seeds)} seeds per GLU initialisation",
                      "GLU initialisation", "loss / optimum", log_y=True, height=470)
     for index, init in enumerate(inits):
         values = np.array(ratios[init])
@@ -139,7 +131,7 @@ def initialisations_figure(ratios: Mapping[str, Sequence[float]],
     for lost, value in plateaus.items():
         fig.add_trace(bound_trace(
             [-0.5, right], [value, value],
-            f"best step with {lost} cross-term direction{'s' if lost > 1 else ''} lost "
+            f"{lost} cross-term direction{'s' if lost > 1 else ''} lost "
             f"({ref('thm-feature-optimum')})", color=PLATEAU_COLORS[(lost - 1) % len(PLATEAU_COLORS)]))
     fig.update_xaxes(tickvals=list(range(len(inits))), ticktext=inits, range=[-0.5, right])
     return fig
@@ -164,14 +156,12 @@ def directions_figure(summaries: Mapping[str, BlockSummary]) -> go.Figure:
                    text=[f"{v:.2f}" for v in usage.usage], textposition="outside"),
             theory_trace([-0.5, count - 0.5], [1.0, 1.0], f"usage of the optimal Γ* ({ref('cor-same-span')})"),
         ]
-    base = new_figure(f"The {'six' if count == 6 else count} directions a trained GLU writes, "
-                      "and how its Γ uses them", "direction (strongest first)", "relative value", height=470)
+    base = new_figure(f"The {'six' if count == 6 else count} directions and how Γ uses them",
+                      "direction (strongest first)", "relative value", height=470)
     base.update_yaxes(range=[-0.05, 1.35])
     base.update_xaxes(tickvals=positions, ticktext=[f"e{k + 1}" for k in range(count)],
                       range=[-0.5, count - 0.5])
-    base.update_layout(barmode="group", title_y=0.985, title_yanchor="top",
-                       legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
-                       margin={"t": 130})
+    base.update_layout(barmode="group")
     return slider_figure(base, panels, ["block"], [list(summaries)])
 
 
@@ -182,17 +172,15 @@ def kernel_comparison_figure(learned: np.ndarray, optimal: np.ndarray, labels: S
         raise ConfigError("learned", np.shape(learned), f"two {len(labels)} x {len(labels)} matrices")
     limit = np.abs(optimal).max()
     names = [unicode_label(label) for label in labels]
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.16,
-                        subplot_titles=["trained K", "optimal Γ*"])
+    fig = book_layout(make_subplots(rows=1, cols=2, horizontal_spacing=0.16,
+                                    subplot_titles=["trained K", "optimal Γ*"]),
+                      "Trained and optimal preconditioner", height=440)
     for col, matrix in enumerate([learned, optimal], start=1):
         fig.add_trace(go.Heatmap(
             z=matrix, x=names, y=names, zmin=-limit, zmax=limit, zmid=0,
             colorscale="RdBu_r", showscale=col == 2,
             hovertemplate="%{y}, %{x}: %{z:.3f}<extra></extra>"), row=1, col=col)
         fig.update_yaxes(autorange="reversed", row=1, col=col)
-    fig.update_layout(title={"text": "The preconditioner the trained block applies, and the best one",
-                             "x": 0.02})
-    _heatmap_layout(fig, 470, 90)
     return fig
 
 
@@ -207,13 +195,10 @@ def context_length_figure(grid: Mapping[tuple[int, int], Sequence[float]],
     (baseline: ``krr_losses``, drawn at ``floor`` where below it). Losses are over
     $\mathbb E[y^2]$, keyed ``(k, n)``."""
     seeds = len(grid[degrees[0], contexts[0]])
-    base = new_figure("One trained block against the best one-step GD", "context length n",
-                      "test loss / E[y²]", log_x=True, log_y=True, height=500)
+    base = new_figure("One block against one-step GD", "context length n",
+                      "test loss / E[y²]", log_x=True, log_y=True, height=560)
     base.update_xaxes(tickvals=list(contexts))
     base.update_yaxes(range=[np.log10(floor) - 0.1, 0.05])
-    base.update_layout(title_y=0.985, title_yanchor="top",
-                       legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
-                       margin={"t": 190}, height=600)
     panels = {}
     for k in degrees:
         c_k, null_k = rates[k].c, rates[k].null
@@ -226,15 +211,16 @@ def context_length_figure(grid: Mapping[tuple[int, int], Sequence[float]],
                        mode="markers", name="trained block, each seed",
                        marker={"color": COLORS["trained"], "size": 6, "symbol": "circle-open"}),
             theory_trace(contexts, [block_opt[k, n] for n in contexts],
-                         "best one-step GD on (x; φ₂): what one block can reach"),
+                         "best one-step GD on (x; φ₂)"),
             bound_trace(contexts, [full_opt[k, n] for n in contexts],
-                        f"best one-step GD on all monomials up to degree {k}", color=COLORS["trained3"]),
+                        f"best one-step GD, monomials of degree ≤ {k}", color=COLORS["trained3"]),
             bound_trace(contexts, [min(c_k / n / null_k, 1.0) for n in contexts],
-                        f"min(c/n, E[y²]) for degree {k} ({ref('prop-one-over-n')})", color=COLORS["baseline"]),
-            baseline_trace(contexts, [max(v, floor) for v in krr_y],
-                           f"kernel ridge, {kernel}, tuned penalty (at the floor: below {floor:g}, exact fit)"),
+                        f"min(c/n, E[y²]) ({ref('prop-one-over-n')})", color=COLORS["baseline"]),
+            baseline_trace(contexts, [max(v, floor) for v in krr_y], f"tuned kernel ridge, {kernel}",
+                           text=[f"{v:.3g}" if v >= floor else f"below {floor:g} (exact fit), drawn at {floor:g}"
+                                 for v in krr_y], hovertemplate="n = %{x}: %{text}<extra></extra>"),
         ]
-    titles = {(k,): f"One trained block against the best one-step GD, degree-{k} task" for k in degrees}
+    titles = {(k,): f"One block against one-step GD, k = {k}" for k in degrees}
     return slider_figure(base, panels, ["target degree k"], [list(degrees)], panel_titles=titles)
 
 
@@ -246,15 +232,14 @@ def degree_figure(grid: Mapping[tuple[int, int], Sequence[float]], block_opt: Ma
     $k$ (bound), over $\mathbb E[y^2]$."""
     if (degrees[0], context_length) not in grid:
         raise ConfigError("context_length", context_length, "a context length of the grid")
-    fig = new_figure(f"Loss at n = {context_length} against the target's degree",
+    fig = new_figure(f"Loss at n = {context_length} against the degree k",
                      "target degree k", "test loss / E[y²]", log_y=True, height=440)
     fig.update_xaxes(tickvals=list(degrees))
     seeds_y = np.array([grid[k, context_length] for k in degrees])
     fig.add_trace(trained_trace(degrees, np.median(seeds_y, axis=1),
                                 f"trained block (median of {seeds_y.shape[1]} seeds)"))
     fig.add_trace(theory_trace(degrees, [block_opt[k, context_length] for k in degrees],
-                               "best one-step GD on (x; φ₂): one block's optimum"))
+                               "best one-step GD on (x; φ₂)"))
     fig.add_trace(bound_trace(degrees, [full_opt[k, context_length] for k in degrees],
-                              "best one-step GD on all monomials up to degree k", color=COLORS["trained3"]))
-    fig.update_layout(legend={"orientation": "h", "x": 0, "y": -0.22, "yanchor": "top"}, margin={"b": 150})
+                              "best one-step GD, monomials of degree ≤ k", color=COLORS["trained3"]))
     return fig

@@ -56,7 +56,7 @@ def _sweep_panel(sweep: CapacitySweep, references: OneBlockReferences, kind: str
         trained_trace(values, [trained[v] / norm for v in values],
                       "trained block (exact test loss)"),
         theory_trace(values, [best[v] / norm for v in values],
-                     "best span the block can write (reference)"),
+                     "best span the block can write"),
     ]
     if slots:
         traces.append(theory_trace(values, [sweep.coordinate[v].loss / norm for v in values],
@@ -75,13 +75,13 @@ def capacity_figure(sweep: CapacitySweep, references: OneBlockReferences) -> go.
     r"""The slot and width sweeps of one block (a slider between them): trained exact test loss
     against the best span a block of that size can write, the best $m$ monomials (slots only),
     the kernel step $\mathcal L^*((x; \phi_2))$ and linear GD $\mathcal L^*(x)$."""
-    base = new_figure("One block against the best features it can write (d=3, n=20, quadratic)",
+    base = new_figure("One block against the best span it can write",
                       "block size: slots m or GLU width h", "test loss / E[y²]")
     base.update_xaxes(tickvals=sweep.slot_values)
     return slider_figure(base, {(k,): _sweep_panel(sweep, references, k) for k in KINDS},
                          ["vary"], [KINDS],
-                         panel_titles={("slots m",): "One block with m slots (width max(m, p₂))",
-                                       ("width h",): "One block with h GLU units (m = max(h, p₂))"})
+                         panel_titles={("slots m",): "One block, m slots (h = max(m, p₂))",
+                                       ("width h",): "One block, h GLU units (m = max(h, p₂))"})
 
 
 def training_curves_figure(sweep: CapacitySweep, references: OneBlockReferences,
@@ -98,7 +98,7 @@ def training_curves_figure(sweep: CapacitySweep, references: OneBlockReferences,
         raise ConfigError("window", window, f"at most the {steps_total} training steps")
     steps = np.arange(window, steps_total + 1)
     base = new_figure("Training one block", "training step",
-                      f"batch loss / E[y²] (mean of {window} steps)", log_y=True)
+                      f"loss / E[y²] (mean of {window} steps)", log_y=True)
     panels = {}
     for kind, prefix, best in [(KINDS[0], "slots", sweep.subspace), (KINDS[1], "width", sweep.glu)]:
         for v in sweep.slot_values:

@@ -34,10 +34,10 @@ def residual_stream_figure(residuals: StreamResiduals) -> go.Figure:
         for ell in range(blocks):
             panels[(name, ell)] = [
                 baseline_trace(index, seen[0], "labels y_i (block 0)"),
-                trained_trace(index, seen[ell], "label entry of context token i after block ℓ",
+                trained_trace(index, seen[ell], "label entry of token i after block ℓ",
                               mode="markers", marker={"size": 9}),
                 go.Scatter(x=index, y=requeried[ell], mode="markers",
-                           name="y_i − (first ℓ blocks' prediction at x_i)",
+                           name="y_i − prediction of the first ℓ blocks",
                            marker={"size": 15, "symbol": "circle-open",
                                    "color": COLORS["theory"], "line": {"width": 2}}),
             ]

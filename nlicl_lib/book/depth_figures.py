@@ -58,7 +58,7 @@ def reference_spread(study: dict, m: int) -> tuple[list[int], np.ndarray, np.nda
 
 def _reference_name(study: dict, m: int) -> str:
     if m >= study["p2"]:
-        return f"L steps of kernel GD (all {study['p2']} quadratics), best Γ per step"
+        return f"L steps of kernel GD, best Γ (m = {study['p2']})"
     return f"block-coordinate reference, m = {m}"
 
 
@@ -138,7 +138,7 @@ def curves_figure(studies: dict[str, dict], title: str) -> go.Figure:
                                   "test loss after training", color=COLORS["trained2"],
                                   mode="markers", marker={"size": 10}),
                     theory_trace([steps[0], steps[-1]], [reference] * 2,
-                                 "reference of the same shape (mean of its fitting samples)"),
+                                 "reference of the same shape"),
                 ]
     base = new_figure(title, "training step", "loss / E[y²]", log_y=True)
     return slider_figure(base, panels, ["study, slots", "depth L"], [shapes, depths])

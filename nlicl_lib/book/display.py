@@ -6,36 +6,36 @@ shows a blank space). :func:`show` therefore has two modes.
 
 **Book build** (the environment variable ``NLICL_BOOK_BUILD`` is set to ``1``; ``make book``
 exports it, and the Jupyter kernel that myst-nb starts inherits it): the figure is written as
-``text/html``: a ``<div class="nlicl-plotly">`` plus a short script calling ``Plotly.newPlot``.
-plotly.js itself is *not* inlined (each chapter page would grow by 1.5 to 4.8 MB) and does
-*not* come from a CDN (the book must work offline): the book's Sphinx extension
-(``tools/nlicl_sphinx.py``) adds the vendored cartesian bundle
-(``book/_static/vendor/plotly-cartesian.min.js``: scatter, bar, heatmap and a few more trace
-types; checked at build time to be the plotly.js version of the installed ``plotly`` package,
-and to hold every trace type a page uses) to every page that holds an ``nlicl-plotly`` figure.
-The output's metadata (``{"nlicl": {"figure_id", "traces", "drawn_traces"}}``) tells the browser
-test how many traces each drawn figure must show. The bundle deliberately has no
-``application/vnd.plotly.v1+json`` entry: myst-nb warns about that MIME type, and the strict
-build turns the warning into an error, which is what catches a cell that shows a figure with
-plain ``fig.show()`` or as its value (the blank-figure trap).
+``text/html``: a ``<div class="nlicl-plotly">`` plus the short script calling ``Plotly.newPlot``
+that ``plotly.io.to_html`` writes. plotly.js itself is *not* inlined (each chapter page would
+grow by 1.5 to 4.8 MB) and does *not* come from a CDN (the book must work offline): every page
+loads the vendored cartesian bundle (``book/_static/vendor/plotly-cartesian.min.js``, named in
+``html_js_files`` of ``_config.yml``; the browser caches it after the first page). That bundle
+draws the trace types of :data:`CARTESIAN_TRACES`; a figure with another type stops the build
+(:func:`check_trace_types`), and ``nlicl_lib.sphinxext.site`` checks that the bundle is the
+plotly.js of the installed ``plotly``. The output's metadata
+(``{"nlicl": {"figure_id", "traces", "drawn_traces"}}``) tells the browser test how many traces
+each drawn figure must show. The bundle deliberately has no ``application/vnd.plotly.v1+json``
+entry: myst-nb warns about that MIME type, and the strict build turns the warning into an error,
+which is what catches a cell that shows a figure with plain ``fig.show()`` or as its value (the
+blank-figure trap).
 
 **Live session** (Jupyter, JupyterLab, Colab, Binder: ``NLICL_BOOK_BUILD`` unset or ``0``): the
 figure goes through plotly's own renderer (``fig.show()``), which picks the right one for the
 front end.
 
 In both modes the figure gets an opaque background (it must stay readable in the theme's dark
-mode), ``autosize`` with no fixed width and plotly's ``responsive`` config (it must resize on a
-phone-width screen), full-number tick labels on log axes, and its long text wrapped to fit a
-phone (:func:`nlicl_lib.book.plots.wrap_figure_text`). Sliders and update menus are kept as they are:
-they are how readers of the static site move through precomputed sweeps, and they need no kernel.
+mode), ``autosize`` with no fixed width and plotly's ``responsive`` config (it resizes with its
+column, down to a phone's), and full-number tick labels on log axes. Its layout is plotly's own
+(:func:`nlicl_lib.book.plots.new_figure`: margins that grow to fit the title, the legend and the
+axes). Sliders and update menus are kept as they are: they are how readers of the static site
+move through precomputed sweeps, and they need no kernel.
 
 **Accessibility** (book build): the figure's ``<div class="nlicl-plotly">`` has ``role="figure"``,
 an ``aria-label`` (its title) and an ``aria-describedby`` pointing to a visually hidden
 ``<p class="nlicl-sr-only">`` that says in words what the figure plots (:func:`describe_figure`).
-The page script (:data:`FIGURE_SCRIPT`) makes every plotly slider a keyboard-operable ARIA slider
-(``.slider-group`` elements get ``tabindex="0"``, ``role="slider"`` and ``aria-value*``; the
-arrow keys, Home and End move it; a focused slider gets the class ``nlicl-focused`` and a
-``rect.nlicl-focus-ring`` drawn around it).
+The site's ``book/_static/nlicl-figures.js`` makes every plotly slider a keyboard-operable ARIA
+slider and combines the choices of several sliders.
 """
 
 from __future__ import annotations
@@ -55,7 +55,6 @@ import plotly.io as pio
 from IPython.display import publish_display_data
 
 from nlicl_lib.book import plots
-from nlicl_lib.book.plots import fit_figure_text, wrap_figure_text
 
 BOOK_BUILD_ENV = "NLICL_BOOK_BUILD"
 """Name of the environment variable that switches :func:`show` into book-build mode."""
@@ -69,237 +68,15 @@ PLOTLY_CONFIG: dict[str, Any] = {
 DEFAULT_HEIGHT_PX = 450
 OPAQUE_BACKGROUND = "white"
 
+CARTESIAN_TRACES = frozenset({
+    "bar", "box", "contour", "heatmap", "histogram", "histogram2d", "histogram2dcontour",
+    "image", "pie", "scatter", "scatterternary", "violin",
+})
+"""The trace types the site's plotly.js draws: those of its cartesian bundle (the README of
+``plotly.js-cartesian-dist-min``). plotly.js would leave a trace of another type out without
+an error."""
+
 _figure_counter = itertools.count()
-
-FIGURE_SCRIPT = r"""
-(function () {
-  // Sliders of one figure (nlicl_lib.book.display.FIGURE_SCRIPT): keyboard access for every slider,
-  // and, for several static sliders (nlicl_lib.book.plots.slider_figure), the combination of all of
-  // their choices (each step alone shows its value with the other sliders at their first one).
-  var gd = document.getElementById('{plot_id}');
-  var Plotly = window.Plotly;
-  if (!gd || !gd.on || !Plotly || !gd.layout || !(gd.layout.sliders || []).length) { return; }
-  var spec = gd.layout.meta && gd.layout.meta.nlicl_sliders;
-  var combine = !!(spec && spec.names && spec.names.length > 1 &&
-                   spec.names.length === gd.layout.sliders.length);
-  var active = gd.layout.sliders.map(function (slider) { return slider.active || 0; });
-  var queue = Promise.resolve();
-
-  function steps(index) { return ((gd.layout.sliders || [])[index] || {}).steps || []; }
-  function plain(text) {
-    return String(text === undefined || text === null ? '' : text)
-      .replace(/<br\s*\/?>/gi, ' ').replace(/<[^>]*>/g, '').replace(/\s+/g, ' ').trim();
-  }
-  function showCombination() {
-    // the panel of the combination of every slider's choice
-    if (!combine) { return Promise.resolve(); }
-    var key = -1;
-    for (var k = 0; k < spec.keys.length && key < 0; k++) {
-      var same = true;
-      for (var s = 0; s < active.length; s++) { if (spec.keys[k][s] !== active[s]) { same = false; } }
-      if (same) { key = k; }
-    }
-    if (key < 0) { return Promise.resolve(); }
-    var visible = spec.panel_of_trace.map(function (p) { return p === key; });
-    var layout = Object.assign({}, spec.layouts ? spec.layouts[key] : {});
-    if (spec.titles) { layout['title.text'] = spec.titles[key]; }
-    return Plotly.update(gd, {visible: visible}, layout);
-  }
-  function choose(index, step) {
-    // record a slider's new choice: shared by the mouse (plotly's own step) and the keyboard
-    active[index] = step;
-  }
-
-  function groups() {
-    return Array.prototype.slice.call(gd.querySelectorAll('.slider-container .slider-group'));
-  }
-  function indexOf(group) {
-    var datum = group.__data__;
-    if (datum && typeof datum._index === 'number') { return datum._index; }
-    return groups().indexOf(group);
-  }
-  function groupAt(index) {
-    return groups().filter(function (group) { return indexOf(group) === index; })[0] || null;
-  }
-  function ring(group, on) {
-    // a visible focus indicator drawn in the SVG, where the book's CSS outline
-    // (.slider-group:focus-visible, 2px #1a4b8c, offset 2px) falls, for browsers that draw no
-    // outline on SVG elements
-    var old = group.querySelector('.nlicl-focus-ring');
-    if (old) { old.parentNode.removeChild(old); }
-    if (!on || !group.getBBox) { return; }
-    var box = group.getBBox();
-    var rect = document.createElementNS(group.namespaceURI, 'rect');
-    rect.setAttribute('class', 'nlicl-focus-ring');
-    rect.setAttribute('x', box.x - 3);
-    rect.setAttribute('y', box.y - 3);
-    rect.setAttribute('width', box.width + 6);
-    rect.setAttribute('height', box.height + 6);
-    rect.setAttribute('rx', 2);
-    rect.setAttribute('fill', 'none');
-    rect.setAttribute('stroke', '#1a4b8c');
-    rect.setAttribute('stroke-width', 2);
-    rect.setAttribute('pointer-events', 'none');
-    group.appendChild(rect);
-  }
-  function decorate() {
-    // plotly redraws the sliders' SVG: (re)set the ARIA slider attributes after every draw
-    groups().forEach(function (group) {
-      var index = indexOf(group);
-      var slider = (gd.layout.sliders || [])[index];
-      if (!slider) { return; }
-      var list = steps(index);
-      var now = typeof slider.active === 'number' ? slider.active : active[index];
-      var step = list[now] || {};
-      var name = plain(slider.currentvalue && slider.currentvalue.prefix).replace(/[:\s]+$/, '');
-      group.setAttribute('tabindex', '0');
-      group.setAttribute('role', 'slider');
-      group.setAttribute('aria-orientation', 'horizontal');
-      group.setAttribute('aria-label', name || 'slider ' + (index + 1));
-      group.setAttribute('aria-valuemin', '0');
-      group.setAttribute('aria-valuemax', String(Math.max(0, list.length - 1)));
-      group.setAttribute('aria-valuenow', String(now));
-      group.setAttribute('aria-valuetext', plain(step.label !== undefined ? step.label : now));
-      ring(group, document.activeElement === group && group.classList.contains('nlicl-focused'));
-    });
-  }
-  function move(index, target) {
-    var list = steps(index);
-    target = Math.max(0, Math.min(list.length - 1, target));
-    if (!list.length || target === active[index]) { return; }
-    choose(index, target);
-    var step = list[target];
-    queue = queue.then(function () {
-      // the step exactly as plotly applies it on a mouse change ...
-      var method = step.method || 'restyle';
-      if (step.execute !== false && method !== 'skip' && typeof Plotly[method] === 'function') {
-        return Plotly[method].apply(null, [gd].concat(step.args || []));
-      }
-    }).then(function () {
-      // ... the slider's grip and label moved to it ...
-      var update = {};
-      update['sliders[' + index + '].active'] = target;
-      return Plotly.relayout(gd, update);
-    }).then(showCombination).then(function () {
-      // ... and the focus kept on the slider plotly has redrawn
-      decorate();
-      var group = groupAt(index);
-      if (group && document.activeElement !== group) {
-        group.classList.add('nlicl-focused');
-        group.focus({preventScroll: true});
-      }
-      decorate();
-    }).catch(function (error) {
-      if (window.console) { window.console.error(error); }
-    });
-  }
-  var keys = {ArrowLeft: -1, ArrowDown: -1, ArrowRight: 1, ArrowUp: 1};
-
-  gd.on('plotly_sliderchange', function (event) {
-    var index = event.slider._index;
-    if (index === undefined) { index = (gd.layout.sliders || []).indexOf(event.slider); }
-    if (index < 0 || index >= active.length) { return; }
-    choose(index, event.step._index);
-    // the step's own method runs in the next animation frame; show the combination after it
-    window.requestAnimationFrame(function () {
-      window.requestAnimationFrame(function () { showCombination().then(decorate); });
-    });
-  });
-  gd.addEventListener('keydown', function (event) {
-    var group = event.target && event.target.closest ? event.target.closest('.slider-group') : null;
-    if (!group || !gd.contains(group) || event.altKey || event.ctrlKey || event.metaKey) { return; }
-    var index = indexOf(group);
-    var count = steps(index).length;
-    var target;
-    if (keys[event.key]) { target = active[index] + keys[event.key]; }
-    else if (event.key === 'Home') { target = 0; }
-    else if (event.key === 'End') { target = count - 1; }
-    else { return; }
-    event.preventDefault();  // the arrows and Home/End would scroll the page
-    move(index, target);
-  });
-  gd.addEventListener('focusin', function (event) {
-    var group = event.target;
-    if (!group.classList || !group.classList.contains('slider-group')) { return; }
-    var keyboard = true;
-    try { keyboard = group.matches(':focus-visible'); } catch (error) { keyboard = true; }
-    group.classList.toggle('nlicl-focused', keyboard);
-    ring(group, keyboard);
-  });
-  gd.addEventListener('focusout', function (event) {
-    var group = event.target;
-    if (!group.classList || !group.classList.contains('slider-group')) { return; }
-    group.classList.remove('nlicl-focused');
-    ring(group, false);
-  });
-  ['plotly_afterplot', 'plotly_relayout', 'plotly_restyle', 'plotly_update'].forEach(
-    function (name) { gd.on(name, decorate); });
-  decorate();
-})();
-"""
-"""Page script run after each figure is drawn (``{plot_id}`` is the figure's div id). For every
-plotly slider of the figure it sets the ARIA slider attributes (again after each redraw, since
-plotly redraws the SVG) and moves the slider on ArrowLeft/ArrowDown, ArrowRight/ArrowUp, Home
-and End, applying the step as a mouse change does (``Plotly[step.method](gd, ...step.args)``,
-then ``sliders[i].active``) and keeping the focus on it. With several static sliders
-(:func:`nlicl_lib.book.plots.slider_figure`, which records the grid in ``layout.meta``), a change from
-the mouse or the keyboard shows the combination of every slider's choice. A figure without
-sliders returns at once."""
-
-FIT_SCRIPT = r"""
-(function () {
-  // The top margin fitted to the title as drawn at this width (nlicl_lib.book.display.FIT_SCRIPT):
-  // the figure is written with room for what a phone needs above the plot (a top legend with
-  // one entry per row, wrapped titles), which leaves a gap under the title on a wider page.
-  var gd = document.getElementById('{plot_id}');
-  var Plotly = window.Plotly;
-  if (!gd || !gd.on || !Plotly || !gd.layout) { return; }
-  var GAP_PX = 8, TOLERANCE_PX = 4, MAX_TRIES = 3;
-  var seen = null, tries = 0;
-  function contentTop() {
-    // the highest thing drawn under the title: the plot, a top legend, subplot titles, a
-    // colour bar (all of them move with the top margin)
-    var tops = [gd._fullLayout._size.t + gd.getBoundingClientRect().top];
-    var parts = gd.querySelectorAll('.infolayer .legend, .infolayer .annotation, .colorbar');
-    Array.prototype.forEach.call(parts, function (part) {
-      var box = part.getBoundingClientRect();
-      if (box.height > 0) { tops.push(box.top); }
-    });
-    return Math.min.apply(null, tops);
-  }
-  function fit() {
-    var full = gd._fullLayout;
-    var title = gd.querySelector('.infolayer .gtitle');
-    if (!full || !full._size || !title || !title.textContent) { return; }
-    var key = full.width + '|' + title.textContent;
-    if (key !== seen) { seen = key; tries = 0; }
-    if (tries >= MAX_TRIES) { return; }
-    var shift = Math.round(title.getBoundingClientRect().bottom + GAP_PX - contentTop());
-    if (Math.abs(shift) <= TOLERANCE_PX) { return; }
-    tries += 1;
-    var height = full.height + shift;
-    var update = {'margin.t': full.margin.t + shift, height: height};
-    var t = gd.layout.title || {};
-    if (typeof t.y === 'number' && (t.yref === undefined || t.yref === 'container')) {
-      update['title.y'] = 1 - (1 - t.y) * full.height / height;  // same distance from the top
-    }
-    // plotly's HTML gives the figure's div and its parent the written height
-    [gd, gd.parentElement].forEach(function (div) {
-      if (div && /px$/.test(div.style.height)) { div.style.height = height + 'px'; }
-    });
-    Plotly.relayout(gd, update);
-  }
-  gd.on('plotly_afterplot', function () { window.requestAnimationFrame(fit); });
-  window.requestAnimationFrame(fit);
-})();
-"""
-"""Page script run after each figure is drawn, and again after each redraw (a resize, a
-slider's new title): it moves everything under the title (the plot, a top legend, subplot
-titles, a colour bar) to a small gap below the title as drawn, by changing the top margin and
-the height by the same amount, so the plot area keeps its size. The written figure reserves
-what a phone needs (:func:`nlicl_lib.book.plots.fit_top_legend`: one legend row per entry); on a
-wider page the legend takes fewer rows and the gap closes. Each title and width gets at most
-three tries, so a redraw cannot loop."""
 
 SR_ONLY_STYLE = ("position:absolute;width:1px;height:1px;margin:-1px;padding:0;border:0;"
                  "overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap")
@@ -354,11 +131,7 @@ def prepare_figure(fig: go.Figure) -> go.Figure:
     a tick format get :data:`nlicl_lib.book.plots.LOG_TICKFORMAT`, so that every tick shows a full
     number instead of a lone digit, and ticks spaced so that those labels do not collide
     (:func:`nlicl_lib.book.plots.log_axis_ticks`: 1, 2 and 5 of each decade, or decades only).
-    Long titles, legend entries and axis titles are wrapped to fit a phone
-    (:func:`nlicl_lib.book.plots.wrap_figure_text`) and the figure grows to hold their lines
-    (:func:`nlicl_lib.book.plots.fit_figure_text`: a legend above the plot gets a top margin
-    with room for the title's lines and one row per line of each entry). Preparing a prepared
-    figure changes nothing.
+    Preparing a prepared figure changes nothing.
     """
     prepared = go.Figure(fig)
     layout = prepared.layout
@@ -373,8 +146,25 @@ def prepare_figure(fig: go.Figure) -> go.Figure:
     for axis in [*prepared.select_xaxes(), *prepared.select_yaxes()]:
         if axis.type == "log" and not axis.tickformat:
             axis.tickformat = plots.LOG_TICKFORMAT
-    plots.log_axis_ticks(prepared)
-    return fit_figure_text(wrap_figure_text(prepared))
+    return plots.log_axis_ticks(prepared)
+
+
+def trace_types(fig: go.Figure) -> set[str]:
+    """The types of every trace of ``fig``, its animation frames' included (a trace without a
+    type is a scatter, as in plotly.js)."""
+    traces = [*fig.data, *(trace for frame in fig.frames for trace in frame.data)]
+    return {trace.type or "scatter" for trace in traces}
+
+
+def check_trace_types(fig: go.Figure) -> None:
+    """Raise ``ValueError`` naming the trace type when ``fig`` has a trace that the site's
+    plotly.js bundle cannot draw (:data:`CARTESIAN_TRACES`)."""
+    missing = sorted(trace_types(fig) - CARTESIAN_TRACES)
+    if missing:
+        raise ValueError(
+            f"the figure has {', '.join(map(repr, missing))} traces, which the site's plotly.js "
+            f"cartesian bundle cannot draw; it draws {', '.join(sorted(CARTESIAN_TRACES))}. Use "
+            "one of those, or vendor a bundle that has them (book/_static/vendor/README.md).")
 
 
 def plain_text(text: Any) -> str:
@@ -492,9 +282,8 @@ def figure_html(fig: go.Figure, div_id: str | None = None) -> str:
 
     The result is one ``<div class="nlicl-plotly" role="figure">`` (labelled by the figure's
     title and described by a visually hidden paragraph, :func:`describe_figure`) that holds
-    plotly's own figure div and the ``Plotly.newPlot`` call, with the data embedded as JSON,
-    followed by :data:`FIGURE_SCRIPT` and :data:`FIT_SCRIPT`. ``div_id`` defaults to
-    :func:`new_figure_id`.
+    plotly's own figure div and the ``Plotly.newPlot`` call, with the data embedded as JSON.
+    ``div_id`` defaults to :func:`new_figure_id`.
     """
     prepared = prepare_figure(fig)
     return _prepared_figure_html(prepared, div_id or new_figure_id(prepared))
@@ -512,7 +301,6 @@ def _prepared_figure_html(prepared: go.Figure, div_id: str) -> str:
         default_width="100%",
         default_height=f"{prepared.layout.height}px",
         div_id=div_id,
-        post_script=[FIGURE_SCRIPT, FIT_SCRIPT],
     )
     label = html.escape(plain_text(prepared.layout.title.text) or "Figure")
     description = html.escape(describe_figure(prepared))
@@ -532,8 +320,10 @@ def drawn_trace_count(fig: go.Figure) -> int:
 
 
 def figure_output(fig: go.Figure) -> tuple[dict[str, str], dict[str, Any]]:
-    """The (data, metadata) of the output written in book-build mode."""
+    """The (data, metadata) of the output written in book-build mode; raises ``ValueError``
+    for a trace the site cannot draw (:func:`check_trace_types`)."""
     prepared = prepare_figure(fig)
+    check_trace_types(prepared)
     figure_id = new_figure_id(prepared)
     data = {
         "text/html": _prepared_figure_html(prepared, figure_id),
