@@ -57,8 +57,11 @@ def test_a_changed_static_file_rereads_every_page(tmp_path: Path) -> None:
     static = tmp_path / "static"
     static.mkdir()
     (static / "a.css").write_text("p { color: red }")
-    app = SimpleNamespace(confdir=str(tmp_path), config=SimpleNamespace(html_static_path=["static"]))
+    app = SimpleNamespace(confdir=str(tmp_path), config=SimpleNamespace(html_static_path=["static"]),
+                          builder=SimpleNamespace(format="html"))
     env = SimpleNamespace(found_docs={"a", "b", "c"})
+    notebooks = SimpleNamespace(**{**vars(app), "builder": SimpleNamespace(format="ipynb")})
+    assert site.reread_when_static_changed(notebooks, env, set(), set(), set()) == []
     assert site.reread_when_static_changed(app, env, set(), set(), set()) == ["a", "b", "c"]
     assert site.reread_when_static_changed(app, env, set(), set(), set()) == []  # nothing changed
     (static / "a.css").write_text("p { color: blue }")
