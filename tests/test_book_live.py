@@ -209,6 +209,10 @@ Text.
 Text.
 :::
 
+:::{prf:proof}
+By definition.
+:::
+
 ```{glossary}
 kernel
   A function of two points.
@@ -298,6 +302,7 @@ def test_the_builder_writes_notebooks_that_read_and_run_like_the_page(tmp_path):
     # the result's own kind, and anchors for results and glossary terms (issues 1 and 3)
     assert '<a id="def-a"></a>**Definition 1.1** (A definition)' in proofs
     assert '<a id="lem-b"></a>**Lemma 1.2** (A lemma)' in proofs
+    assert "Proof. By definition." in proofs and "**Proof.**" not in proofs
     assert '<dt><a id="term-kernel"></a>kernel</dt>' in proofs
     assert "**In this part**\n\nTwo results." in proofs and "# In this part" not in proofs  # 6
     download = nbformat.read(html / "_sources" / "page.ipynb", 4)

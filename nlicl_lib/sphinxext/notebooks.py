@@ -104,6 +104,10 @@ class ReaderTranslator(JupyterTranslator):
         self.anchors(node["ids"])
         self.markdown_lines.append(header.replace("**Theorem", f"**{node['realtype'].title()}", 1))
 
+    def visit_proof_node(self, node: nodes.Element) -> None:
+        # Same issue 1: sphinx-proof starts a proof's text with "Proof." already; no second one.
+        self.add_markdown_cell()
+
     def visit_exercise_enumerable_node(self, node: nodes.Element) -> None:
         # Upstream "sphinx-exercise: headings read ' (title)Exercise 1.1'" (issue 2): the number
         # is appended to the title; put it first.
