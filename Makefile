@@ -15,6 +15,7 @@
 #   make clean         remove the build, the caches and the set-up stamps (keeps .venv)
 
 SHELL := /bin/bash
+, := ,
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
@@ -26,7 +27,7 @@ SETUP_STAMP := $(STAMPS)/setup
 CHROMIUM := /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: help setup book book-digest book-cache pdf test test-slow browser-test notebook-test live-test binder-lock chromium reproduce lint clean
+.PHONY: help setup book book-digest extension-digest book-cache pdf test test-slow browser-test notebook-test live-test binder-lock chromium reproduce lint clean
 
 help:
 	@sed -n 's/^#   //p' Makefile
@@ -45,26 +46,36 @@ setup: $(SETUP_STAMP)
 # --- the book ----------------------------------------------------------------------------
 # MyST-NB's execution cache (jupyter-cache, `execute_notebooks: cache`) runs a page again only
 # when its code cells change, not when what they import does (MyST-NB #299, jupyter-book #1633).
-# So the book's other inputs (every file of nlicl_lib, the pins, the configuration) have one
-# digest, `make -s book-digest`, kept in _build/.book-inputs: when it changes, the execution
-# cache goes, and the doctrees with it (Sphinx re-reads only pages whose source changed). A
-# content digest, not timestamps: a fresh clone has new mtimes. CI's cache is keyed on it.
+# So the pages' other inputs (every file of nlicl_lib but the build's own extensions, the pins,
+# the configuration) have one digest, `make book-digest`, kept in _build/.book-inputs: when it
+# changes, the execution cache goes, and the doctrees with it (Sphinx re-reads only pages whose
+# source changed). The extensions (nlicl_lib/sphinxext) change how pages are read and written,
+# not what they compute: their digest, in _build/.extension-inputs, clears the doctrees only.
+# Content digests, not timestamps: a fresh clone has new mtimes. CI's cache is keyed on them.
 BOOK_INPUTS_STAMP := _build/.book-inputs
+EXTENSION_INPUTS_STAMP := _build/.extension-inputs
 BOOK_CACHES := _build/.jupyter_cache _build/.doctrees
+EXTENSIONS := nlicl_lib/sphinxext
+digest = { $(1); } | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16
+library_files = find nlicl_lib -type f ! -path '*/__pycache__/*' ! -name '*.pyc'
 
 book-digest:
-	@{ find nlicl_lib -type f ! -path '*/__pycache__/*' ! -name '*.pyc'; \
-	   echo requirements.txt; echo pyproject.toml; echo _config.yml; } \
-	  | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16
+	@$(call digest,$(library_files) ! -path '$(EXTENSIONS)/*'; \
+	  echo requirements.txt; echo pyproject.toml; echo _config.yml)
+
+extension-digest:
+	@$(call digest,find $(EXTENSIONS) -type f ! -path '*/__pycache__/*' ! -name '*.pyc')
+
+# $(call refresh,stamp,digest target,what changed,what to clear)
+refresh = digest=$$($(MAKE) -s --no-print-directory $(2)); \
+	if [ "$$(cat $(1) 2>/dev/null)" != "$$digest" ]; then \
+	  echo "nlicl: $(3) changed (digest $$digest): clearing $(4)"; \
+	  rm -rf $(4); mkdir -p $(dir $(1)); echo "$$digest" > $(1); \
+	fi
 
 book-cache:
-	@digest=$$($(MAKE) -s --no-print-directory book-digest); \
-	if [ "$$(cat $(BOOK_INPUTS_STAMP) 2>/dev/null)" != "$$digest" ]; then \
-	  echo "nlicl: the library, the pins or the configuration changed (digest $$digest):" \
-	       "clearing $(BOOK_CACHES)"; \
-	  rm -rf $(BOOK_CACHES); mkdir -p $(dir $(BOOK_INPUTS_STAMP)); \
-	  echo "$$digest" > $(BOOK_INPUTS_STAMP); \
-	fi
+	@$(call refresh,$(BOOK_INPUTS_STAMP),book-digest,the library$(,) the pins or the configuration,$(BOOK_CACHES))
+	@$(call refresh,$(EXTENSION_INPUTS_STAMP),extension-digest,the build's extensions,_build/.doctrees)
 
 # Strict: every Sphinx warning (a cell's stderr among them, `execute.stderr_output: warn`),
 # broken cross-reference and failing cell fails the build, with the cell's traceback printed.

@@ -96,7 +96,8 @@ def fill_caches(folder: Path) -> list[Path]:
 
 
 @pytest.mark.parametrize("changed", ["nlicl_lib/core/models.py", "requirements.txt",
-                                     "_config.yml", "nlicl_lib/new_module.py"])
+                                     "_config.yml", "nlicl_lib/new_module.py",
+                                     "nlicl_lib/book/display.py"])
 def test_a_change_the_pages_import_clears_the_execution_cache(book_copy, changed):
     digest = make(book_copy, "book-digest")
     assert len(digest) == 16 and make(book_copy, "book-digest") == digest
@@ -112,11 +113,23 @@ def test_a_change_the_pages_import_clears_the_execution_cache(book_copy, changed
     assert (book_copy / "_build" / ".book-inputs").read_text().strip() == make(book_copy, "book-digest")
 
 
+def test_an_extension_change_clears_the_doctrees_only(book_copy):
+    """The build's extensions change how pages are read and written, not what they compute."""
+    digest = make(book_copy, "book-digest")
+    make(book_copy, "book-cache")
+    execution, doctrees = fill_caches(book_copy)
+    extension = book_copy / "nlicl_lib" / "sphinxext" / "site.py"
+    extension.write_text(extension.read_text() + "\n# changed\n")
+    assert make(book_copy, "book-digest") == digest
+    make(book_copy, "book-cache")
+    assert execution.exists() and not doctrees.exists()
+
+
 def test_a_page_edit_leaves_the_digest_alone(book_copy):
     """A page's own code is jupyter-cache's business: its edit does not clear every page."""
-    digest = make(book_copy, "book-digest")
+    digest = make(book_copy, "book-digest"), make(book_copy, "extension-digest")
     (book_copy / "book").mkdir()
     (book_copy / "book" / "ch1.md").write_text("# edited\n")
     (book_copy / "nlicl_lib" / "__pycache__").mkdir(exist_ok=True)
     (book_copy / "nlicl_lib" / "__pycache__" / "x.pyc").write_bytes(b"\0")
-    assert make(book_copy, "book-digest") == digest
+    assert (make(book_copy, "book-digest"), make(book_copy, "extension-digest")) == digest

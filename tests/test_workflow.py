@@ -125,9 +125,9 @@ def book_cache_paths() -> list[str]:
     (``BOOK_INPUTS_STAMP``): restored together, or the stamp would clear what was restored."""
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     caches = re.search(r"(?m)^BOOK_CACHES\s*:=\s*(.+)$", makefile)
-    stamp = re.search(r"(?m)^BOOK_INPUTS_STAMP\s*:=\s*(\S+)", makefile)
-    assert caches and stamp, "the Makefile no longer names BOOK_CACHES and BOOK_INPUTS_STAMP"
-    return caches.group(1).split() + [stamp.group(1)]
+    stamps = re.findall(r"(?m)^(?:BOOK|EXTENSION)_INPUTS_STAMP\s*:=\s*(\S+)", makefile)
+    assert caches and len(stamps) == 2, "the Makefile no longer names BOOK_CACHES and the stamps"
+    return caches.group(1).split() + stamps
 
 
 def default_branch() -> str:
