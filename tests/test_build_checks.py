@@ -126,10 +126,13 @@ def test_build_fails_on_warnings_after_a_successful_jupyter_book_run(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(build_book, "ROOT", tmp_path)
     monkeypatch.setattr(build_book.check_refs, "main", lambda: 0)
-    monkeypatch.setattr(build_book, "build", lambda: 0)
+    builds = []
+    monkeypatch.setattr(build_book, "build", lambda *builder: builds.append(builder) or 0)
     executed = build_book.executed_notebooks_dir(tmp_path)
     write(executed, "book/ch1", notebook([stream("ok\n", name="stdout")]))
     assert build_book.main([]) == 0
+    # the HTML, then the reader notebooks by the jupyter builder over the same doctrees
+    assert builds == [(), ("--builder", "custom", "--custom-builder", "jupyter")]
 
     write(executed, "book/ch1", notebook([stream(RUNTIME_WARNING)]))
     assert build_book.main([]) == 1
