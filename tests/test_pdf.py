@@ -1,8 +1,8 @@
 """The book's PDF (``make pdf``, tools/make_pdf.py): printed from the built site, it holds every
 page of the table of contents in order and every figure of the site, and the site links to it.
 Laid out as the PDF prints it (the print stylesheet, at the width of the paper's text), no
-page holds a figure, table or code block wider than the text column, nor the toggle of a
-folded code cell (a button that does nothing on paper).
+page holds a figure, table, code block or display equation wider than the text column, nor
+the toggle of a folded code cell (a button that does nothing on paper).
 
 Needs the built site and its PDF: ``make book && make pdf`` (``make pdf`` runs this file; the
 print layout's test needs Debian's chromium, which ``make pdf`` installs)."""
@@ -74,7 +74,8 @@ PRINT_LAYOUT_JS = """() => {
   const column = document.querySelector('article.bd-article');
   const box = column.getBoundingClientRect();
   const [left, right] = [box.left - 1, box.right + 1];
-  const kinds = [['figure', '.nlicl-plotly .main-svg'], ['table', 'table'], ['code', 'pre']];
+  const kinds = [['figure', '.nlicl-plotly .main-svg'], ['table', 'table'], ['code', 'pre'],
+                 ['formula', 'div.math']];
   const wide = [];
   for (const [kind, selector] of kinds) {
     for (const element of column.querySelectorAll(selector)) {
