@@ -151,7 +151,8 @@ class ReaderNotebookBuilder(JupyterBuilder):
 
     def write_doc(self, docname: str, doctree: nodes.document) -> None:
         executed = Path(self.env.mystnb_config.output_folder, f"{docname}.ipynb")
-        self.executed = nbformat.read(executed, as_version=4) if executed.exists() else None
+        self.executed = self.with_outputs(nbformat.read(executed, as_version=4)) \
+            if executed.exists() else None
         self.plotly_loaded = self.plotly_js is None
         super().write_doc(docname, doctree)
         notebook = nbformat.read(Path(self.outdir, f"{docname}.ipynb"), as_version=4)
@@ -163,6 +164,21 @@ class ReaderNotebookBuilder(JupyterBuilder):
         if self.install_cell:  # every page, so that links between the live copies land
             install = self.install_cell if self.executed is not None else None
             _write(html / COLAB_DIR / f"{docname}.ipynb", live_copy(notebook, install))
+
+    def with_outputs(self, notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
+        """``notebook`` with its executed outputs, from jupyter-cache's public API. MyST-NB 1.4.0
+        writes ``jupyter_execute/<page>.ipynb`` from the notebook it read, while the outputs of
+        ``execute_notebooks: cache`` are merged into a copy (``myst_nb/sphinx_.py`` writes
+        ``notebook``, not ``nb_client.notebook``): the written file has none."""
+        from jupyter_cache import get_cache
+
+        cache = self.env.mystnb_config.execution_cache_path
+        if not cache or not Path(cache).is_dir():
+            return notebook
+        try:
+            return get_cache(cache).merge_match_into_notebook(notebook)[1]
+        except KeyError:  # never executed: a page without code cells
+            return notebook
 
     def outputs(self, cell: nbformat.NotebookNode) -> list:
         """``cell``'s outputs, each figure also as plotly's own output (see the module doc)."""
