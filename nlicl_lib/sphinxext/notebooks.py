@@ -30,6 +30,7 @@ from urllib.parse import urlencode
 
 import nbformat
 from docutils import nodes
+from jupyter_cache import get_cache
 from sphinx.errors import ConfigError
 from sphinx.util import logging
 from sphinx_tojupyter.builders.jupyter import JupyterBuilder
@@ -170,8 +171,6 @@ class ReaderNotebookBuilder(JupyterBuilder):
         writes ``jupyter_execute/<page>.ipynb`` from the notebook it read, while the outputs of
         ``execute_notebooks: cache`` are merged into a copy (``myst_nb/sphinx_.py`` writes
         ``notebook``, not ``nb_client.notebook``): the written file has none."""
-        from jupyter_cache import get_cache
-
         cache = self.env.mystnb_config.execution_cache_path
         if not cache or not Path(cache).is_dir():
             return notebook
