@@ -3,6 +3,7 @@
 #
 #   make book          set up .venv, execute (cached) and build the HTML: _build/html/index.html
 #   make book-digest   print the digest of what the pages' outputs depend on besides their code
+#   make extension-digest print the digest of the build's own Sphinx extensions (nlicl_lib/sphinxext)
 #   make test          set up .venv, run the unit tests (not the slow ones, not the browser test)
 #   make test-slow     the slow unit tests: reruns of the stored studies, trained models (minutes)
 #   make pdf           print the built site into one PDF, _build/html/nlicl-book.pdf (after `make book`)
@@ -54,17 +55,18 @@ setup: $(SETUP_STAMP)
 # Content digests, not timestamps: a fresh clone has new mtimes. CI's cache is keyed on them.
 BOOK_INPUTS_STAMP := _build/.book-inputs
 EXTENSION_INPUTS_STAMP := _build/.extension-inputs
-BOOK_CACHES := _build/.jupyter_cache _build/.doctrees
+JUPYTER_CACHE := _build/.jupyter_cache
+BOOK_CACHES := $(JUPYTER_CACHE) _build/.doctrees
 EXTENSIONS := nlicl_lib/sphinxext
 digest = { $(1); } | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16
-library_files = find nlicl_lib -type f ! -path '*/__pycache__/*' ! -name '*.pyc'
+source_files = find $(1) -type f ! -path '*/__pycache__/*' ! -name '*.pyc'
 
 book-digest:
-	@$(call digest,$(library_files) ! -path '$(EXTENSIONS)/*'; \
+	@$(call digest,$(call source_files,nlicl_lib) ! -path '$(EXTENSIONS)/*'; \
 	  echo requirements.txt; echo pyproject.toml; echo _config.yml)
 
 extension-digest:
-	@$(call digest,find $(EXTENSIONS) -type f ! -path '*/__pycache__/*' ! -name '*.pyc')
+	@$(call digest,$(call source_files,$(EXTENSIONS)))
 
 # $(call refresh,stamp,digest target,what changed,what to clear)
 refresh = digest=$$($(MAKE) -s --no-print-directory $(2)); \
@@ -82,8 +84,19 @@ book-cache:
 # NLICL_BOOK_BUILD=1 makes nlicl_lib.book.display.show write figures for the static site. The
 # HTML build is followed by the `jupyter` builder over the same doctrees: the reader notebooks
 # (nlicl_lib/sphinxext/notebooks.py).
+# Before Sphinx reads the pages, the pages whose code changed run two at a time (one per
+# core: the chapters train on one thread) by jupyter-cache's own parallel executor, into the
+# cache MyST-NB reads (it finds a page there by its code cells, read with MyST-NB's reader);
+# the build then only renders. A page that fails there runs again in the build, which prints
+# its traceback and fails. The cell timeout is the configuration's.
 BOOK_BUILD := NLICL_BOOK_BUILD=1 $(BIN)/jupyter-book build . -W -n --keep-going
+NOTEBOOK_PAGES = $(shell grep -l '^kernelspec:' book/*.md)
+CELL_TIMEOUT = $(shell sed -n 's/^  timeout: *\([0-9]*\).*/\1/p' _config.yml)
 book: setup book-cache
+	@mkdir -p $(JUPYTER_CACHE)
+	$(BIN)/jcache notebook -p $(JUPYTER_CACHE) add --reader myst_nb_md $(NOTEBOOK_PAGES) >/dev/null
+	NLICL_BOOK_BUILD=1 $(BIN)/jcache project -p $(JUPYTER_CACHE) execute \
+	  --executor local-parallel --timeout $(CELL_TIMEOUT)
 	$(BOOK_BUILD)
 	$(BOOK_BUILD) --builder custom --custom-builder jupyter
 
@@ -94,11 +107,13 @@ pdf: setup chromium
 	$(BIN)/python -m pytest -m built -q tests/test_pdf.py
 
 # --- tests -------------------------------------------------------------------------------
+# One pytest worker per core; a test file's tests stay on one worker (they share fixtures).
+PARALLEL := -n auto --dist loadfile
 test: setup
-	$(BIN)/python -m pytest -m "not slow and not browser and not built and not live"
+	$(BIN)/python -m pytest $(PARALLEL) -m "not slow and not browser and not built and not live"
 
 test-slow: setup
-	$(BIN)/python -m pytest -m "slow and not browser and not built and not live"
+	$(BIN)/python -m pytest $(PARALLEL) --durations=10 -m "slow and not browser and not built and not live"
 
 chromium:
 	@if [ ! -x $(CHROMIUM) ]; then \

@@ -19,6 +19,7 @@ Not a test module (no ``test_`` prefix); tests import it as ``notebook_envs``: p
 from __future__ import annotations
 
 import copy
+import fcntl
 import hashlib
 import json
 import os
@@ -48,18 +49,6 @@ PEAK_MEMORY_CODE = (
 )
 """The cell appended to every notebook: prints the kernel's peak resident memory in bytes
 (as ``tests/test_notebooks.py`` measures it)."""
-
-
-def load_tool(name: str):  # noqa: ANN201 (a module)
-    """``tools/<name>.py`` as a module (``tools/`` is not a package), registered in
-    ``sys.modules`` so that its dataclasses and its own imports of other tools resolve."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 class EnvError(RuntimeError):
@@ -141,7 +130,17 @@ def ensure_venv(name: str, requirement_files: list[Path],
     root with the environment's ``bin`` first on ``PATH`` and ``VIRTUAL_ENV`` set). Reused as it
     is when its stamp matches :func:`env_digest`; otherwise removed and built again. A failing
     step raises :class:`EnvError` and leaves no stamp, so the next call starts over.
+    Callers in several processes (pytest-xdist's workers) take turns on a lock file,
+    ``.envs/<name>.lock``: the first builds, the others then find its stamp.
     """
+    ENVS_DIR.mkdir(parents=True, exist_ok=True)
+    with open(ENVS_DIR / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        return _ensure_venv(name, requirement_files, after)
+
+
+def _ensure_venv(name: str, requirement_files: list[Path], after: Sequence[Sequence[str]]
+                 ) -> Path:
     folder = ENVS_DIR / name
     python = venv_python(name)
     stamp = folder / STAMP_NAME
@@ -150,7 +149,6 @@ def ensure_venv(name: str, requirement_files: list[Path],
         return python
     if folder.exists():
         shutil.rmtree(folder)
-    ENVS_DIR.mkdir(parents=True, exist_ok=True)
     _run([sys.executable, "-m", "venv", folder], cwd=ROOT)
     env = venv_environment(python)
     install = [python, "-m", "pip", "install", "--quiet"]

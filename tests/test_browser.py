@@ -101,9 +101,10 @@ CHROMIUM_ARGS = [
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 MAX_CHAPTER_PAGE_BYTES = 2_000_000  # the HTML file alone
 # everything a page loads in a fresh browser: plotly.js's cartesian bundle (1.5 MB), the theme
-# with its icon script (1.5 MB), KaTeX (0.28 MB of script and the fonts the page uses), the
-# book's scripts and the page with its figures; every page loads the same shared files
-MAX_COLD_LOAD_BYTES = 5_000_000
+# (its styles and scripts, and the icon font's glyphs the page shows, without the theme's 1.5 MB
+# icon script: book/_templates/layout.html), KaTeX (0.28 MB of script and the fonts the page
+# uses), the book's scripts and the page with its figures; every page loads the same shared files
+MAX_COLD_LOAD_BYTES = 3_600_000
 # what a page transfers beyond its own HTML once the browser holds the shared files (the first
 # chapter's): the KaTeX fonts it is the first to use, the searches' index, revalidations
 MAX_WARM_EXTRA_BYTES = 150_000
@@ -1077,6 +1078,17 @@ class TestDesktop:
     def test_display_maths_open_at_their_start(self, desktop: OpenPage) -> None:
         check_display_maths_start(desktop)
 
+    def test_header_icons_draw_from_the_icon_font(self, desktop: OpenPage) -> None:
+        """The header's icons are the theme's <i class="fa-..."> drawn by Font Awesome's
+        webfont (book/_templates/layout.html leaves out the theme's 1.5 MB icon script): each
+        visible one has a glyph (its ::before content), its font loaded, and some width."""
+        icons = desktop.js(HEADER_ICONS_JS)
+        assert icons, f"{desktop.name}: no visible icon in the header"
+        problems = [f"{i['classes']}: glyph {i['glyph']!r}, font {i['font']!r} loaded "
+                    f"{i['loaded']}, {i['width']} px wide" for i in icons
+                    if i["glyph"] in ("none", "normal", "") or not i["loaded"] or i["width"] < 4]
+        _fail_all(desktop.name, "header icons that do not draw", problems)
+
     def test_every_formula_is_typeset(self, desktop: OpenPage) -> None:
         # KaTeX leaves a formula it cannot parse as its TeX source (and logs an error)
         raw = desktop.js(UNTYPESET_MATH_JS)
@@ -1251,6 +1263,17 @@ def check_display_maths_start(opened: OpenPage) -> None:
                 if m["scrollLeft"] != 0 or m["start"] < m["boxLeft"] - SLACK_PX]
     _fail_all(opened.name, "display equations that open scrolled away from their start", problems)
 
+
+HEADER_ICONS_JS = """() => Array.from(document.querySelectorAll(
+    '.bd-header-article i[class*="fa-"], header i[class*="fa-"]'))
+  .filter((i) => i.getClientRects().length && getComputedStyle(i).display !== 'none')
+  .map((i) => {
+    const before = getComputedStyle(i, '::before');
+    const font = getComputedStyle(i).fontFamily;
+    return {classes: i.className, glyph: before.content, font,
+            loaded: document.fonts.check(`${getComputedStyle(i).fontWeight} 16px ${font}`),
+            width: Math.round(i.getBoundingClientRect().width)};
+  })"""
 
 UNTYPESET_MATH_JS = """() => Array.from(document.querySelectorAll('span.math, div.math'))
   .filter((m) => !m.querySelector('.katex') || m.querySelector('.katex-error'))

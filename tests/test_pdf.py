@@ -15,8 +15,9 @@ from html import unescape
 from pathlib import Path
 
 import pytest
-from notebook_envs import load_tool
 from pypdf import PdfReader
+
+from tools import make_pdf
 
 pytestmark = pytest.mark.built
 
@@ -24,7 +25,6 @@ ROOT = Path(__file__).resolve().parents[1]
 HTML_DIR = Path(os.environ.get("NLICL_HTML_DIR", ROOT / "_build" / "html"))  # the built site
 
 
-make_pdf = load_tool("make_pdf")
 PDF = HTML_DIR / make_pdf.PDF_NAME
 
 

@@ -123,11 +123,18 @@ def book_cache_paths() -> list[str]:
     """What ``make book`` clears when the book's inputs digest changes (``BOOK_CACHES`` of the
     Makefile: the execution cache and the doctrees) and the digest's stamp
     (``BOOK_INPUTS_STAMP``): restored together, or the stamp would clear what was restored."""
-    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
-    caches = re.search(r"(?m)^BOOK_CACHES\s*:=\s*(.+)$", makefile)
-    stamps = re.findall(r"(?m)^(?:BOOK|EXTENSION)_INPUTS_STAMP\s*:=\s*(\S+)", makefile)
-    assert caches and len(stamps) == 2, "the Makefile no longer names BOOK_CACHES and the stamps"
-    return caches.group(1).split() + stamps
+    names = ("BOOK_CACHES", "BOOK_INPUTS_STAMP", "EXTENSION_INPUTS_STAMP")
+    values = [make_variable(name) for name in names]
+    assert all(values), f"the Makefile no longer defines {names}: {values}"
+    return [path for value in values for path in value.split()]
+
+
+def make_variable(name: str) -> str:
+    """The value of the Makefile's variable ``name``, as make expands it."""
+    done = subprocess.run(["make", "-s", "--no-print-directory", "--eval",
+                           "nlicl-print-%: ; @echo $($*)", f"nlicl-print-{name}"],
+                          cwd=ROOT, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
 
 
 def default_branch() -> str:

@@ -200,8 +200,12 @@ class ReaderNotebookBuilder(JupyterBuilder):
 
 
 def _write(path: Path, notebook: nbformat.NotebookNode) -> None:
+    """Write ``notebook`` whole or not at all (a rename): a test reading the served copies
+    while a rebuild writes them sees the old file or the new one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(nbformat.writes(notebook), encoding="utf-8")
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(nbformat.writes(notebook), encoding="utf-8")
+    os.replace(partial, path)
 
 
 def plotly_loader_output(plotly_js: str) -> nbformat.NotebookNode:
