@@ -107,13 +107,13 @@ pdf: setup chromium
 	$(BIN)/python -m pytest -m built -q tests/test_pdf.py
 
 # --- tests -------------------------------------------------------------------------------
-# One pytest worker per core; a test file's tests stay on one worker (they share fixtures).
-PARALLEL := -n auto --dist loadfile
+# One pytest worker per core (pytest-xdist). The unit tests keep a file's tests on one worker
+# (they share fixtures); the slow ones, a few long tests of one file, go to any free worker.
 test: setup
-	$(BIN)/python -m pytest $(PARALLEL) -m "not slow and not browser and not built and not live"
+	$(BIN)/python -m pytest -n auto --dist loadfile -m "not slow and not browser and not built and not live"
 
 test-slow: setup
-	$(BIN)/python -m pytest $(PARALLEL) --durations=10 -m "slow and not browser and not built and not live"
+	$(BIN)/python -m pytest -n auto --dist load --durations=10 -m "slow and not browser and not built and not live"
 
 chromium:
 	@if [ ! -x $(CHROMIUM) ]; then \

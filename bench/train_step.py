@@ -31,7 +31,7 @@ from nlicl_lib.core.models import ModelConfig, build_model
 from nlicl_lib.core.tasks import TaskConfig, sample_prompts
 from nlicl_lib.theory.closed_forms import null_loss
 from nlicl_lib.training.settings import default_train_config
-from nlicl_lib.training.train import TrainConfig, clip_gradients, train
+from nlicl_lib.training.train import TrainConfig, clip_per_member, train
 
 BATCH, D, N = 4000, 5, 20
 TARGET = 3.0  # library / reference, steps per second
@@ -118,7 +118,8 @@ def time_parts(task: TaskConfig, repeats: int = 20) -> dict[str, float]:
         "forward+backward, library (query row only)": lambda: backward(model(z)),
         "forward+backward, reference (attention matrix)": lambda: backward(reference.predict(z)),
         "Adam step (library's model)": optimizer.step,
-        "gradient clipping (trainer)": lambda: clip_gradients(gradients, 1e9),
+        "gradient clipping (trainer, one member)": lambda: clip_per_member(
+            [g.unsqueeze(0) for g in gradients], 1e9),
         "gradient clipping (torch.nn.utils.clip_grad_norm_)":
             lambda: torch.nn.utils.clip_grad_norm_(model.parameters(), 1e9),
     }

@@ -19,7 +19,6 @@ Not a test module (no ``test_`` prefix); tests import it as ``notebook_envs``: p
 from __future__ import annotations
 
 import copy
-import fcntl
 import hashlib
 import json
 import os
@@ -130,17 +129,7 @@ def ensure_venv(name: str, requirement_files: list[Path],
     root with the environment's ``bin`` first on ``PATH`` and ``VIRTUAL_ENV`` set). Reused as it
     is when its stamp matches :func:`env_digest`; otherwise removed and built again. A failing
     step raises :class:`EnvError` and leaves no stamp, so the next call starts over.
-    Callers in several processes (pytest-xdist's workers) take turns on a lock file,
-    ``.envs/<name>.lock``: the first builds, the others then find its stamp.
     """
-    ENVS_DIR.mkdir(parents=True, exist_ok=True)
-    with open(ENVS_DIR / f"{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        return _ensure_venv(name, requirement_files, after)
-
-
-def _ensure_venv(name: str, requirement_files: list[Path], after: Sequence[Sequence[str]]
-                 ) -> Path:
     folder = ENVS_DIR / name
     python = venv_python(name)
     stamp = folder / STAMP_NAME
@@ -149,6 +138,7 @@ def _ensure_venv(name: str, requirement_files: list[Path], after: Sequence[Seque
         return python
     if folder.exists():
         shutil.rmtree(folder)
+    ENVS_DIR.mkdir(parents=True, exist_ok=True)
     _run([sys.executable, "-m", "venv", folder], cwd=ROOT)
     env = venv_environment(python)
     install = [python, "-m", "pip", "install", "--quiet"]

@@ -104,25 +104,3 @@ def test_effective_gamma_is_the_label_odd_part_of_any_layer():
     gamma = torch.as_tensor(effective_gamma(model.blocks[0].lsa, d))
     expected = torch.einsum("bd,de,be->b", prompts.x[:, n], gamma, g)
     assert float((odd - expected).abs().max().detach()) < 1e-10 * float(expected.abs().max())
-
-
-def test_concurrent_training_equals_training_one_after_the_other():
-    from nlicl_lib.training.train import TrainConfig, train, train_concurrently
-
-    tasks = [TaskConfig(kind="linear", input_dim=5, context_length=20), TaskConfig(kind="linear", input_dim=5,
-                                                                                   context_length=20, noise_std=1.0)]
-    configs = [TrainConfig(steps=15, batch_size=300, learning_rate=0.05, seed=s) for s in (1, 2)]
-    depths = (1, 2)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        serial = [train(build_model(ModelConfig(depth=L), t, seed=c.seed), t, c, progress=False)
-                  for L, t, c in zip(depths, tasks, configs, strict=True)]
-    finally:
-        torch.set_num_threads(threads)
-    models = [build_model(ModelConfig(depth=L), t, seed=c.seed)
-              for L, t, c in zip(depths, tasks, configs, strict=True)]
-    together = train_concurrently(models, tasks, configs, workers=2)
-    assert torch.get_num_threads() == threads
-    for one, other in zip(serial, together, strict=True):
-        assert np.array_equal(one.loss_history, other.loss_history)

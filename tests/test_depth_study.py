@@ -31,8 +31,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def run_script(tmp_path, *args, study: str = "d3") -> dict:
     out = tmp_path / "study.json"
+    # one torch thread: the slow tests run one per core (pytest-xdist)
     subprocess.run([sys.executable, str(ROOT / "tools" / "make_depth_study.py"), "--only", study,
-                    *args, "--out", str(out)], check=True, cwd=ROOT, capture_output=True)
+                    "--threads", "1", *args, "--out", str(out)], check=True, cwd=ROOT,
+                   capture_output=True)
     return json.loads(out.read_text())[study]
 
 

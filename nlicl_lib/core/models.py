@@ -56,6 +56,9 @@ class LSA(nn.Module):
         else:
             self.gamma = nn.Parameter(init_std * torch.randn(dim - 1, dim - 1))
 
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, attention={self.attention!r}"
+
     @property
     def P(self) -> torch.Tensor:  # noqa: N802 (the paper's symbol)
         """The value-output matrix $P$ (built from $\\Gamma$ in the sparse form)."""
@@ -174,6 +177,11 @@ class GLU(nn.Module):
                 for w in (self.w1, self.w2, self.w3):
                     w.normal_(0.0, 0.02)
 
+    def extra_repr(self) -> str:
+        return (f"input_dim={self.input_dim}, feature_slots={self.feature_slots}, "
+                f"width={self.width}, reads={self.reads!r}, writes={self.writes!r}, "
+                f"activation={self.activation!r}")
+
     def hidden(self, z: torch.Tensor) -> torch.Tensor:
         """The $h$ hidden units $(W_1 z) \\odot (W_2 z)$, shape ``(..., h)``."""
         read = z[..., : self.w1.shape[1]]
@@ -224,6 +232,9 @@ class InContextRegressor(nn.Module):
     @property
     def depth(self) -> int:
         return len(self.blocks)
+
+    def extra_repr(self) -> str:
+        return f"input_dim={self.input_dim}, feature_slots={self.feature_slots}"
 
     def forward(self, z: torch.Tensor, return_stream: bool = False
                 ) -> torch.Tensor | tuple[torch.Tensor, dict[str, torch.Tensor]]:

@@ -24,7 +24,7 @@ from nlicl_lib.core.tasks import TaskConfig
 from nlicl_lib.theory.predictors import least_squares, ridge
 from nlicl_lib.training.evaluate import LossEstimate, estimate_loss
 from nlicl_lib.training.settings import default_train_config
-from nlicl_lib.training.train import TrainConfig, TrainResult, train_concurrently
+from nlicl_lib.training.train import TrainConfig, TrainResult, train
 
 
 @dataclass
@@ -55,7 +55,7 @@ def train_one_layer(task: TaskConfig, seed: int = 0, train_config: TrainConfig |
     elif not isinstance(train_config, TrainConfig):
         raise ConfigError("train_config", type(train_config).__name__, "a TrainConfig or None")
     model = build_model(model_config, task, seed=seed)
-    (training,) = train_concurrently([model], [task], [train_config])
+    training = train(model, task, train_config, progress=False)
     test = estimate_loss(model, task, seed=seed, relative_error=0.005)
     ls = estimate_loss(least_squares, task, seed=seed, relative_error=0.05, dtype=torch.float64,
                        max_prompts=40000)
@@ -78,8 +78,8 @@ class DepthSweep:
 
     @property
     def thread_seconds(self) -> float:
-        """Training time summed over the runs."""
-        return sum(r.seconds for r in self.results)
+        """Training time summed over the groups of runs trained at once (each run's share)."""
+        return sum(r.seconds / r.trained_with for r in self.results)
 
     def model(self, sigma: float, depth: int) -> InContextRegressor:
         """The trained stack of depth ``depth`` at noise ``sigma``."""
@@ -90,8 +90,8 @@ def train_depth_sweep(input_dim: int, context_length: int, depths: Sequence[int]
                       noise_levels: Sequence[float], train_config: TrainConfig, seed: int = 1
                       ) -> DepthSweep:
     r"""Train a full LSA of every depth $L$ in ``depths`` on linear tasks with label noise $\sigma$
-    for every $\sigma$ in ``noise_levels`` (all runs side by side, one thread each,
-    :func:`~nlicl_lib.training.train.train_concurrently`), then estimate each test loss to 1%, and
+    for every $\sigma$ in ``noise_levels`` (the noise levels of one depth at once, depths side
+    by side: :func:`~nlicl_lib.training.train.train`), then estimate each test loss to 1%, and
     the Bayes-optimal loss for $w \sim \mathcal N(0, I_d)$: ridge
     $\hat w = (X^\top X + n\lambda I)^{-1} X^\top y$ with $n\lambda = \sigma^2$."""
     d = check_int("input_dim", input_dim, minimum=1)
@@ -108,7 +108,7 @@ def train_depth_sweep(input_dim: int, context_length: int, depths: Sequence[int]
     models = [build_model(ModelConfig(kind="lsa", depth=L), t, seed=seed)
               for (_, L), t in zip(runs, tasks, strict=True)]
     start = time.perf_counter()
-    results = train_concurrently(models, tasks, [train_config] * len(runs))
+    results = train(models, tasks, train_config, progress=False)
     seconds = time.perf_counter() - start
     trained = {key: estimate_loss(model, task, seed=seed, relative_error=0.01)
                for key, model, task in zip(runs, models, tasks, strict=True)}

@@ -35,8 +35,8 @@ class StackSweep:
 
     @property
     def train_seconds(self) -> float:
-        """Training time summed over the runs."""
-        return sum(t.training.seconds for t in self.trained.values())
+        """Training time summed over the groups of runs trained at once (each run's share)."""
+        return sum(t.training.seconds / t.training.trained_with for t in self.trained.values())
 
 
 def train_lsa_stacks(tasks: Mapping[str, TaskConfig], forms: Mapping[str, str], depths: Sequence[int],

@@ -15,7 +15,7 @@ from nlicl_lib.core.tasks import TaskConfig
 from nlicl_lib.theory.values import TheoryValues, theory_values
 from nlicl_lib.training.evaluate import PairedLoss, paired_test_loss
 from nlicl_lib.training.settings import default_train_config
-from nlicl_lib.training.train import TrainResult, train, train_concurrently
+from nlicl_lib.training.train import TrainResult, train
 
 
 def context_length_grid(smallest: int = 10, largest: int = 160) -> list[int]:
@@ -44,9 +44,9 @@ def train_models(tasks: Sequence[TaskConfig], model_configs: Sequence[ModelConfi
                  **train_overrides) -> list[TrainedModel]:
     """Train ``model_configs[i]`` on ``tasks[i]`` for every ``i`` with
     :func:`~nlicl_lib.training.settings.default_train_config` (``train_overrides`` win, e.g.
-    ``steps=``, ``batch_size=``), side by side on the CPU cores
-    (:func:`~nlicl_lib.training.train.train_concurrently`) or one after the other on an accelerator,
-    then measure each on the same ``test_prompts`` test prompts (:func:`paired_test_loss`)."""
+    ``steps=``, ``batch_size=``) by :func:`~nlicl_lib.training.train.train` (models of one shape
+    and config at once), then measure each on the same ``test_prompts`` test prompts
+    (:func:`paired_test_loss`)."""
 
     if len(tasks) != len(model_configs):
         raise ConfigError("model_configs", len(model_configs), f"one per task ({len(tasks)})")
@@ -54,10 +54,7 @@ def train_models(tasks: Sequence[TaskConfig], model_configs: Sequence[ModelConfi
     configs = [default_train_config(t, c, seed=seed, **train_overrides)
                for t, c in zip(tasks, model_configs, strict=True)]
     models = [build_model(c, t, device, seed=seed) for t, c in zip(tasks, model_configs, strict=True)]
-    if device.type == "cpu":
-        results = train_concurrently(models, list(tasks), configs)
-    else:
-        results = [train(m, t, c, device, False) for m, t, c in zip(models, tasks, configs, strict=True)]
+    results = train(models, list(tasks), configs, device, False)
     out = []
     for task, config, model, result in zip(tasks, model_configs, models, results, strict=True):
         test = paired_test_loss(model, task, test_prompts, seed, device)

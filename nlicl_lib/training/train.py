@@ -14,10 +14,11 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 import torch
+from torch.func import functional_call, stack_module_state, vmap
 
 from nlicl_lib.core.errors import (
     ConfigError,
@@ -85,7 +86,8 @@ class TrainConfig:
 
 @dataclass
 class TrainResult:
-    """``loss_history[t]``: the batch loss at step t (unnormalised); ``null_loss``: E[y^2]."""
+    """``loss_history[t]``: the batch loss at step t (unnormalised); ``null_loss``: E[y^2];
+    ``seconds``: the wall time of the training (shared with the models trained at once)."""
 
     loss_history: np.ndarray
     null_loss: float
@@ -94,6 +96,9 @@ class TrainResult:
     device: str
     stopped_early: bool = False
     config: dict = field(default_factory=dict)
+    trained_with: int = 1
+    """How many models trained at once with this one (itself included): ``seconds`` is their
+    shared wall time."""
 
     @property
     def steps_per_second(self) -> float:
@@ -183,149 +188,189 @@ CHECK_EVERY = 32
 CHECK_SECONDS = 0.25
 
 
-def clip_gradients(gradients: list[torch.Tensor], max_norm: float) -> None:
-    r"""Scale ``gradients`` (in place) by $\min(1, c / (\lVert g \rVert_2 + 10^{-6}))$, where
-    $\lVert g \rVert_2$ is the norm of all of them as one vector and $c$ = ``max_norm``.
-
-    The operations of :func:`torch.nn.utils.clip_grad_norm_` (foreach norms, the norm of their
-    stack, the clamped coefficient, a foreach product), hence the same numbers, without its
-    grouping by device and type: all of ``gradients`` must share one device (CPU or CUDA) and
-    one dtype, as a model's do.
-    """
-    norms = torch._foreach_norm(gradients, 2.0)
-    total = torch.linalg.vector_norm(torch.stack(norms), 2.0)
-    torch._foreach_mul_(gradients, torch.clamp(float(max_norm) / (total + 1e-6), max=1.0))
+def clip_per_member(gradients: Sequence[torch.Tensor], max_norm: float) -> None:
+    r"""Clip each member's gradient on its own, in place: the tensors hold one slice per member
+    along their first axis, and member $e$'s slices are scaled by
+    $\min(1, c / (\lVert G_e \rVert_2 + 10^{-6}))$, $\lVert G_e \rVert_2$ the norm of all of
+    them as one vector and $c$ = ``max_norm``: what ``torch.nn.utils.clip_grad_norm_`` does to
+    one model."""
+    squares = torch.stack([g.flatten(1).pow(2).sum(1) for g in gradients]).sum(0)
+    scale = torch.clamp(float(max_norm) / (squares.sqrt() + 1e-6), max=1.0)
+    for g in gradients:
+        g.mul_(scale.view(-1, *[1] * (g.dim() - 1)))
 
 
-_FOREACH_FROM = 5
-
-
-def _adam(parameters: list[torch.nn.Parameter], learning_rate: float) -> torch.optim.Adam:
-    """Adam with torch's defaults; on CPU in its cheaper implementation for this many tensors:
-    a Python loop over fewer than ``_FOREACH_FROM`` tensors, the foreach kernels over more.
-    Both give the same numbers on CPU (its foreach kernels loop over the same operations;
-    ``tests/test_train_loop.py``), unlike ``fused=True``, which rounds differently. Elsewhere
-    torch's default (foreach on CUDA)."""
-    foreach = len(parameters) >= _FOREACH_FROM if parameters[0].device.type == "cpu" else None
-    return torch.optim.Adam(parameters, lr=learning_rate, foreach=foreach)
+def architecture(model: InContextRegressor) -> str:
+    """What decides a model's forward pass and its parameters' shapes (its ``repr``, which every
+    layer's ``extra_repr`` completes): models with the same architecture train together."""
+    return repr(model)
 
 
 def train(
-    model: InContextRegressor,
-    task: TaskConfig,
-    config: TrainConfig,
+    models: InContextRegressor | Sequence[InContextRegressor],
+    task: TaskConfig | Sequence[TaskConfig],
+    config: TrainConfig | Sequence[TrainConfig],
     device: torch.device | str = "cpu",
     progress: bool | None = None,
     callback: Callable[[int, float], bool | None] | None = None,
-) -> TrainResult:
-    """Train ``model`` in place. ``callback(step, loss)`` runs after every step; returning True
-    stops the run early (the result says so). Raises :class:`TrainingDivergedError` when the
-    loss becomes NaN or infinite, naming the first such step (found at the next check, at most
-    :data:`CHECK_EVERY` steps later; the model's weights are NaN by then): a
-    :class:`~nlicl_lib.core.errors.ForwardOverflowError` when the forward pass already
-    overflows at the initial weights (:func:`diagnose_divergence`; no learning rate helps),
-    else the plain error with advice on the learning rate.
+) -> TrainResult | list[TrainResult]:
+    r"""Train one model, or many, in place; returns one :class:`TrainResult`, or one per model.
 
-    Each step is the bare loop (prompts, forward, backward, Adam step) plus the clipping and
-    the schedule's rate; nothing in it waits for the device: the losses are checked every
-    :data:`CHECK_EVERY` steps (``bench/train_step.py`` measures the difference).
+    ``task`` and ``config`` are one for all models or one per model. Step $t$ of a model
+    draws ``config.batch_size`` prompts of its task from $(\text{config.seed}, t)$ and takes
+    one Adam step on its normalised loss $\mathbb E[(\hat y - y_{n+1})^2] / \mathbb E[y^2]$,
+    its gradient clipped to norm ``config.grad_clip``, at the schedule's rate.
+
+    Models with one architecture (:func:`architecture`), one context length and one config
+    (seeds aside) train at once, in one pass per step, as in PyTorch's model-ensembling recipe:
+    their weights stacked (``torch.func.stack_module_state``), the one forward pass mapped over
+    them (``vmap`` of ``functional_call``), ``torch.optim.Adam`` on the stacked weights (it acts
+    element by element, so on each model as alone) and :func:`clip_per_member`. Every model
+    therefore takes the steps it takes alone, which is one such group of one (the tests check
+    it). Several groups on the CPU run side by side, one per core on one torch thread each
+    (these models are too small for threads inside an operation to pay off).
+
+    ``callback(step, loss)`` (one model only) runs after every step; returning True stops the
+    run early (the result says so). Raises :class:`TrainingDivergedError` when a loss becomes
+    NaN or infinite, naming the first such step (found at the next check, at most
+    :data:`CHECK_EVERY` steps later): a :class:`~nlicl_lib.core.errors.ForwardOverflowError`
+    when the forward pass already overflows at the initial weights
+    (:func:`diagnose_divergence`; no learning rate helps), else the plain error with advice on
+    the learning rate.
     """
-    if not isinstance(config, TrainConfig):
-        raise ConfigError("config", type(config).__name__, "a TrainConfig")
+    single = isinstance(models, InContextRegressor)
+    members = [models] if single else list(models)
+    if not members or not all(isinstance(m, InContextRegressor) for m in members):
+        raise ConfigError("models", type(models).__name__, "a model or a non-empty list of models")
+    tasks = _one_per_model("task", task, TaskConfig, len(members))
+    configs = _one_per_model("config", config, TrainConfig, len(members))
+    if callback is not None and len(members) > 1:
+        raise ConfigError("callback", "a callback", "a callback for one model only")
     device = torch.device(device)
-    model.to(device)
-    parameters = list(model.parameters())
-    dtype = parameters[0].dtype
-    slots = model.feature_slots
-    normaliser = null_loss(task)
-    # the initial weights, to tell a forward overflow from a too-large step if the loss diverges
-    initial = {key: value.detach().clone() for key, value in model.state_dict().items()}
-    optimizer = _adam(parameters, config.learning_rate)
+    groups: dict[tuple, list[int]] = {}
+    for e, (model, member_task, member_config) in enumerate(zip(members, tasks, configs, strict=True)):
+        key = (architecture(model), next(model.parameters()).dtype, member_task.input_dim,
+               member_task.context_length, replace(member_config, seed=0))
+        groups.setdefault(key, []).append(e)
+    results: list[TrainResult | None] = [None] * len(members)
+
+    def run(indices: list[int], bar: bool | None) -> None:
+        trained = _train_group([members[e] for e in indices], [tasks[e] for e in indices],
+                               [configs[e] for e in indices], device, bar, callback)
+        for e, result in zip(indices, trained, strict=True):
+            results[e] = result
+
+    if device.type != "cpu" or len(groups) == 1:
+        for indices in groups.values():
+            run(indices, progress)
+        return results[0] if single else results
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with ThreadPoolExecutor(min(os.cpu_count() or 1, len(groups))) as pool:
+            for job in [pool.submit(run, indices, False) for indices in groups.values()]:
+                job.result()
+    finally:
+        torch.set_num_threads(threads)
+    return results
+
+
+def _one_per_model(name: str, value: object, kind: type, count: int) -> list:
+    values = [value] * count if isinstance(value, kind) else list(value)
+    if len(values) != count or not all(isinstance(v, kind) for v in values):
+        raise ConfigError(name, type(value).__name__,
+                          f"a {kind.__name__} or one per model ({count})")
+    return values
+
+
+def _train_group(models: list[InContextRegressor], tasks: list[TaskConfig],
+                 configs: list[TrainConfig], device: torch.device, progress: bool | None,
+                 callback: Callable[[int, float], bool | None] | None) -> list[TrainResult]:
+    """Train models of one architecture, context length and config (seeds aside) at once."""
+    config = configs[0]
+    for model in models:
+        model.to(device)
+    params, buffers = stack_module_state(models)  # (E, ...) copies of every weight
+    weights = list(params.values())
+    dtype = weights[0].dtype
+    base = copy.deepcopy(models[0]).to("meta")  # the architecture, without weights
+
+    def predict(member_params: dict, member_buffers: dict, z: torch.Tensor) -> torch.Tensor:
+        return functional_call(base, (member_params, member_buffers), (z,))
+
+    # one batch of prompts per (task, seed); members that share it read it once
+    streams = list(dict.fromkeys((t, c.seed) for t, c in zip(tasks, configs, strict=True)))
+    member_stream = [streams.index((t, c.seed)) for t, c in zip(tasks, configs, strict=True)]
+    shared = len(streams) == 1
+    forward = vmap(predict, in_dims=(0, 0, None if shared else 0))
+    slots = models[0].feature_slots
+    normalisers = [null_loss(t) for t in tasks]
+    normaliser = torch.tensor(normalisers, dtype=dtype, device=device)
+    initial = {name: value.detach().clone() for name, value in params.items()}
+    optimizer = torch.optim.Adam(weights, lr=config.learning_rate)
     scheduled = config.schedule != "constant"
-    # clip_gradients needs one device and dtype, as a model has; torch's function otherwise
-    home = parameters[0].device
-    lean_clip = (config.grad_clip is not None and home.type in ("cpu", "cuda")
-                 and all(p.device == home and p.dtype == dtype for p in parameters))
     check_every = 1 if callback is not None else CHECK_EVERY
-    history = np.empty(config.steps)
+    count = len(models)
+    history = np.empty((config.steps, count))
     pending: list[torch.Tensor] = []  # this step's and the unchecked steps' losses, on device
     stopped = False
     start = last_check = time.perf_counter()
-    with Progress(config.steps, progress, desc=f"training on {device.type}") as bar:
+    desc = f"training {count} models on {device.type}" if count > 1 else f"training on {device.type}"
+    with Progress(config.steps, progress, desc=desc) as bar:
         for step in range(config.steps):
             if scheduled:
                 for group in optimizer.param_groups:
                     group["lr"] = config.learning_rate_at(step)
-            prompts = sample_prompts(task, config.batch_size, config.seed, step, device,
-                                     dtype=dtype)
-            prediction = model(prompts.embed(slots))
-            loss = torch.mean((prediction - prompts.query_label) ** 2)
-            for parameter in parameters:
-                parameter.grad = None
-            (loss / normaliser).backward()
-            if lean_clip:
-                clip_gradients([p.grad for p in parameters if p.grad is not None],
-                               config.grad_clip)
-            elif config.grad_clip is not None:
-                torch.nn.utils.clip_grad_norm_(parameters, config.grad_clip)
+            batches = [sample_prompts(t, config.batch_size, seed, step, device, dtype=dtype)
+                       for t, seed in streams]
+            if shared:
+                z, labels = batches[0].embed(slots), batches[0].query_label
+            else:
+                z = torch.stack([batches[s].embed(slots) for s in member_stream])
+                labels = torch.stack([batches[s].query_label for s in member_stream])
+            losses = torch.mean((forward(params, buffers, z) - labels) ** 2, dim=-1)  # (E,)
+            for weight in weights:
+                weight.grad = None
+            (losses / normaliser).sum().backward()
+            if config.grad_clip is not None:
+                clip_per_member([w.grad for w in weights], config.grad_clip)
             optimizer.step()
-            pending.append(loss.detach())
+            pending.append(losses.detach())
             if (len(pending) < check_every and step + 1 < config.steps
                     and time.perf_counter() - last_check < CHECK_SECONDS):
                 continue
             first = step + 1 - len(pending)
-            values = torch.stack(pending).to("cpu", torch.float64).numpy()
+            values = torch.stack(pending).to("cpu", torch.float64).numpy()  # (steps, E)
             pending.clear()
             last_check = time.perf_counter()
             history[first: step + 1] = values
             if not np.isfinite(values).all():
-                bad = first + int(np.argmin(np.isfinite(values)))
-                raise _diverged(model, initial, task, config, device, bad, float(history[bad]))
-            bar.update(len(values), loss=values[-1] / normaliser)
-            if callback is not None and callback(step, float(values[-1])):
+                bad_step, e = np.argwhere(~np.isfinite(values))[0]
+                bad = first + int(bad_step)
+                start_model = copy.deepcopy(models[e])
+                start_model.load_state_dict({k: v[e] for k, v in initial.items()}, strict=False)
+                raise _diverged(start_model, tasks[e], configs[e], device, bad,
+                                float(history[bad, e]))
+            bar.update(len(values), loss=float(np.mean(values[-1] / normalisers)))
+            if callback is not None and callback(step, float(values[-1, 0])):
                 history = history[: step + 1]
                 stopped = True
                 break
     seconds = time.perf_counter() - start
-    return TrainResult(history, normaliser, seconds, len(history), str(device), stopped,
-                       asdict(config))
+    with torch.no_grad():
+        for e, model in enumerate(models):
+            for name, weight in model.named_parameters():
+                weight.copy_(params[name][e])
+    return [TrainResult(np.ascontiguousarray(history[:, e]), normalisers[e], seconds,
+                        len(history), str(device), stopped, asdict(member_config), count)
+            for e, member_config in enumerate(configs)]
 
 
-def _diverged(model: InContextRegressor, initial: dict[str, torch.Tensor], task: TaskConfig,
-              config: TrainConfig, device: torch.device, step: int, loss: float
-              ) -> TrainingDivergedError:
+def _diverged(start_model: InContextRegressor, task: TaskConfig, config: TrainConfig,
+              device: torch.device, step: int, loss: float) -> TrainingDivergedError:
     """The error for the first non-finite loss, at ``step``: the prompts of that step (a pure
     function of the seed and the step) on the initial weights (:func:`diagnose_divergence`)."""
-    start_model = copy.deepcopy(model)
-    start_model.load_state_dict(initial)
     prompts = sample_prompts(task, config.batch_size, config.seed, step, device,
-                             dtype=next(model.parameters()).dtype)
-    return diagnose_divergence(start_model, prompts.embed(model.feature_slots), step, loss,
+                             dtype=next(start_model.parameters()).dtype)
+    return diagnose_divergence(start_model, prompts.embed(start_model.feature_slots), step, loss,
                                config.learning_rate_at(step))
-
-
-def train_concurrently(models: Sequence[InContextRegressor], tasks: Sequence[TaskConfig],
-                       configs: Sequence[TrainConfig], workers: int | None = None
-                       ) -> list[TrainResult]:
-    r"""Train independent models at the same time, one per CPU core, each single-threaded.
-
-    The layers of these small models are too small for torch's intra-op threads to pay off
-    (and on a busy machine those threads wait for each other), so a sweep runs whole trainings
-    side by side instead: ``workers`` threads (default: the number of cores), torch set to one
-    thread meanwhile. Each run is :func:`~nlicl_lib.training.train.train` with its own config; its
-    prompts depend only on its seed and step, and the models are built (initialised) before the
-    call, so the results are the same as training them one after the other on one thread.
-    """
-    if not (len(models) == len(tasks) == len(configs)):
-        raise ConfigError("runs", (len(models), len(tasks), len(configs)),
-                          "as many tasks and configs as models")
-    workers = check_int("workers", workers or os.cpu_count() or 1, minimum=1)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with ThreadPoolExecutor(min(workers, max(1, len(models)))) as pool:
-            jobs = [pool.submit(train, model, task, config, "cpu", False)
-                    for model, task, config in zip(models, tasks, configs, strict=True)]
-            return [job.result() for job in jobs]
-    finally:
-        torch.set_num_threads(threads)
