@@ -274,7 +274,10 @@ class TrainingPanel:
                     plan.task, plan.model_config, plan.train_config, self.device,
                     progress=False, relative_error=self.relative_error,
                     callback=lambda step, loss: self._on_step(step, loss, steps, stride),
-                    eval_batch_size=eval_batch_size(plan.task, plan.model_config))
+                    eval_batch_size=eval_batch_size(plan.task, plan.model_config),
+                    # the panel's theory is theory_at's, computed once per setting (for a deep
+                    # stack a Monte Carlo reference: computing it here too cost ~300 MiB)
+                    theory=False)
                 theory = self.theory_at(plan.settings)
         except BaseException:
             self.progress.bar_style = "danger"

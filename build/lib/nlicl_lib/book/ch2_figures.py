@@ -1,0 +1,274 @@
+r"""Chapter 2's figures, tables and prose numbers, each trained result next to its bound or reference.
+
+- :func:`line_probe_figure`: a trained LSA's predictions along $x(t) = t\,u$ against the target
+  $f(x(t))$ and the best linear predictor of that target, one slider step per depth and task;
+- :func:`bound_figure`: test loss / zero predictor against depth $L$ for both attention forms,
+  next to the bound $\mathbb E_f[\min_v \mathbb E_x (v^\top x - f(x))^2] / \mathbb E[y^2]$ of every
+  LSA (Corollary 7 (cor-linear-bound)), the best single step of linear GD (Theorem 9
+  (thm-feature-optimum), $\psi = x$), tuned ridge on $x$ and the zero predictor;
+- :func:`results_table`, :func:`finite_context_table`, :func:`diagnosis_table`: the printed tables;
+- :func:`prose_values`, :func:`diagnosis_values`: the numbers the prose quotes (``prose`` names).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from nlicl_lib.book import plots
+from nlicl_lib.core.book_refs import ref
+from nlicl_lib.core.errors import ConfigError
+from nlicl_lib.core.tables import ResultTable
+from nlicl_lib.core.tasks import TaskConfig
+from nlicl_lib.experiments.ch2_studies import LinearReferences
+from nlicl_lib.experiments.sweeps import TrainedModel
+from nlicl_lib.theory import closed_forms
+from nlicl_lib.theory.linearity import LineProbe
+from nlicl_lib.training.evaluate import PairedLoss
+
+AXIS_TOP = 1.06
+"""Top of the y axis of :func:`bound_figure` (test loss / zero predictor); a value above it is
+drawn at the top with its number and an arrow."""
+
+SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def number(value: float, digits: int = 3) -> str:
+    """A number for the prose: `digits` significant digits, a power of ten written out."""
+    if abs(value) < 1e4:
+        return f"{value:.{digits}g}"
+    mantissa, exponent = f"{value:.{digits - 1}e}".split("e")
+    return f"{mantissa} × 10{str(int(exponent)).translate(SUPERSCRIPT)}"
+
+
+def loss_range(values: Sequence[float]) -> str:
+    """The smallest and largest of ``values`` for the prose (4 decimals, :func:`number` from 10)."""
+    low, high = (f"{v:.4f}" if v < 10 else number(v) for v in (min(values), max(values)))
+    return f"{low} at every depth" if low == high else f"{low} to {high}"
+
+
+def pm(mean: float, error: float) -> str:
+    """mean ± error, both to the error's second significant digit"""
+    if not error > 0 or error >= 10:
+        return f"{mean:.3g} ± {error:.2g}"
+    places = 1 - int(np.floor(np.log10(error)))
+    return f"{mean:.{places}f} ± {error:.{places}f}"
+
+
+def paired(loss: PairedLoss) -> str:
+    """A paired loss / zero predictor, ± one standard error, to 4 decimals."""
+    return f"{loss.normalised:.4f} ± {loss.normalised_std_error:.4f}"
+
+
+def results_table(trained: Mapping[tuple[str, str, int], TrainedModel]) -> ResultTable:
+    """One row per (form, task, L): the paired test loss / zero predictor ± one standard error and
+    the worst prompt's squared error / E[y²]. A table (HTML in the book, text printed)."""
+    rows = tuple((f"{form}, {name}, L = {depth}",
+                  pm(run.test.normalised, run.test.normalised_std_error), f"{run.test.worst:.3g}")
+                 for (form, name, depth), run in trained.items())
+    return ResultTable(("attention, task, depth", "loss / zero predictor", "worst prompt / E[y²]"),
+                       rows, caption="Trained attention-only stacks against the zero predictor")
+
+
+def _check_keys(panels: Mapping, depths: Sequence, names: Sequence, what: str) -> None:
+    missing = [(d, n) for d in depths for n in names if (d, n) not in panels]
+    if missing:
+        raise ConfigError(what, missing[:3], "an entry for every (depth, task name)")
+
+
+def line_probe_figure(probes: Mapping[tuple[int, str], LineProbe], depths: Sequence[int],
+                      task_names: Sequence[str]) -> go.Figure:
+    r"""``probes[L, name]`` drawn as three curves against $t$: the target $f(x(t))$ (theory), the best
+    linear predictor of that target (bound) and the trained LSA of depth $L$ (full $P, Q$); sliders
+    for the depth and the task."""
+    _check_keys(probes, depths, task_names, "probes")
+    panels = {}
+    for (depth, name), probe in probes.items():
+        offsets = probe.offsets
+        panels[depth, name] = [
+            plots.theory_trace(offsets, probe.targets, "target f(x(t)) (this prompt)"),
+            plots.bound_trace(offsets, probe.best_linear, "best linear predictor of this target"),
+            plots.trained_trace(offsets, probe.predictions,
+                                f"trained LSA, depth {depth} (full P, Q)", mode="lines"),
+        ]
+    base = plots.new_figure("Prediction along a line in query space",
+                            "t, along the line x(t) = t u", "prediction", height=470)
+    return plots.slider_figure(base, panels, ["depth L", "task"], [list(depths), list(task_names)])
+
+
+def bound_figure(trained: Mapping[tuple[str, str, int], TrainedModel], tasks: Mapping[str, TaskConfig],
+                 forms: Sequence[str], depths: Sequence[int], refs: LinearReferences) -> go.Figure:
+    r"""Test loss / zero predictor against depth (two standard errors) of both ``forms`` on each task
+    (a slider step per task), with the bound for every LSA, the exact best single step of linear GD
+    at $L = 1$, tuned ridge on $x$ and the zero predictor. Values above :data:`AXIS_TOP` (diverged
+    runs) are drawn at the top as a triangle, labelled with their value and an arrow (every second
+    label of a form a line lower), with no error bar and a hover text that gives the value."""
+    missing = [(f, n, d) for f in forms for n in tasks for d in depths if (f, n, d) not in trained]
+    if missing:
+        raise ConfigError("trained", missing[:3], "a run for every (form, task, depth)")
+    if not 1 <= len(forms) <= 4:
+        raise ConfigError("forms", list(forms), "one to four attention forms")
+    colors = [plots.COLORS["trained"], plots.COLORS["trained2"], plots.COLORS["trained3"],
+              plots.COLORS["trained4"]][:len(forms)]
+    base = plots.new_figure("Trained LSA against the linear bound",
+                            "depth L (layers of attention)", "test loss / zero predictor", height=520)
+    base.update_xaxes(tickvals=list(depths))
+    base.update_yaxes(range=[0.76, AXIS_TOP + 0.01])
+    panels = {}
+    count = len(depths)
+    for name, task in tasks.items():
+        traces = []
+        for form, color in zip(forms, colors, strict=True):
+            runs = [trained[form, name, depth] for depth in depths]
+            values = [r.test.normalised for r in runs]
+            above = [v > AXIS_TOP for v in values]
+            shown = [min(v, AXIS_TOP) for v in values]
+            # every second diverged run's label a line lower: neighbours' labels would overlap
+            # on a phone (about 75 px between depths)
+            order = list(itertools.accumulate(above))
+            text = [("<br>" if count % 2 == 0 else "") + f"{number(v, 2)} ↑" if high else ""
+                    for v, high, count in zip(values, above, order, strict=True)]
+            # a diverged run's error bar (as large as its loss) would cross the whole chart
+            # and blow up the autoscaled view: it gets none, and a marker of its own
+            traces.append(plots.trained_trace(
+                depths, shown, f"trained LSA, {form} (±2 s.e.)", color=color,
+                mode="lines+markers+text", text=text, textposition="bottom left",
+                marker={"symbol": ["triangle-up" if high else "circle" for high in above],
+                        "size": [13 if high else 7 for high in above]},
+                hovertext=[f"diverged: {number(v, 2)} × the zero predictor's loss, above the chart"
+                           if high else f"{v:.4f} ± {2 * r.test.normalised_std_error:.4f}"
+                           for v, high, r in zip(values, above, runs, strict=True)],
+                hoverinfo="text+name",
+                error_y=[0.0 if high else 2 * r.test.normalised_std_error
+                         for high, r in zip(above, runs, strict=True)]))
+        null = closed_forms.null_loss(task)
+        traces += [
+            plots.theory_trace([0.8, 1.2], [refs.one_step[name].loss / null] * 2,
+                               f"best linear GD step, n = {task.context_length} "
+                               f"({ref('thm-feature-optimum')})"),
+            plots.baseline_trace(depths, [refs.ridge[name].test.normalised] * count,
+                                 f"tuned ridge on x, n = {task.context_length}", dash="longdash"),
+            plots.bound_trace(depths, [closed_forms.best_linear_loss(task) / null] * count,
+                              f"best linear predictor ({ref('cor-linear-bound')})"),
+            plots.baseline_trace(depths, [1.0] * count, "zero predictor"),
+        ]
+        panels[(name,)] = traces
+    return plots.slider_figure(base, panels, ["task"], [list(tasks)])
+
+
+def _off_chart_text(exploded: list[tuple[int, float]]) -> str:
+    if not exploded:
+        return ("no stack on the linear + quadratic task went above the zero "
+                "predictor on the test prompts of this run")
+    stacks = "stack of depth {}" if len(exploded) == 1 else "stacks of depth {}"
+    return ("the " + stacks.format(" and ".join(str(d) for d, _ in exploded))
+            + " on the linear + quadratic task " + ("is" if len(exploded) == 1 else "are")
+            + " worse than the zero predictor on the test prompts ("
+            + " and ".join(number(v) for _, v in exploded) + " times its loss)")
+
+
+def prose_values(trained: Mapping[tuple[str, str, int], TrainedModel], tasks: Mapping[str, TaskConfig],
+                 forms: Mapping[str, str], depths: Sequence[int], refs: LinearReferences
+                 ) -> dict[str, float | str]:
+    r"""The numbers of the prose after :func:`bound_figure`, by ``prose`` name: the loss ranges over
+    depth (``range_<task[:4]>_<form>``), the pure-quadratic full stacks of depth 1 and 3, the best
+    single step, $\mathbb E[y_{\text{quad}}^2]$ and $\mathbb E[y_{\text{lin}}^2]$ of the linear +
+    quadratic task and their ratio (the noise-to-signal of the linear part), tuned ridge, the full
+    stacks above :data:`AXIS_TOP`, and the GD form's gain from $L = 1$ to the deepest."""
+    mixed_name, pure_name = "linear + quadratic", "pure quadratic"
+    if {mixed_name, pure_name} - set(tasks) or "full P, Q" not in forms or "GD form" not in forms:
+        raise ConfigError("tasks, forms", (list(tasks), list(forms)),
+                          f"the tasks {pure_name!r}, {mixed_name!r} and the forms 'full P, Q', 'GD form'")
+    if 1 not in depths or 3 not in depths:
+        raise ConfigError("depths", list(depths), "depths that include 1 and 3 (the prose compares them)")
+    values: dict[str, float | str] = {}
+    for name in tasks:
+        for form in forms:
+            losses = [trained[form, name, d].test.normalised for d in depths]
+            values[f"range_{name[:4]}_{forms[form]}"] = loss_range(losses)
+    pure_l1, pure_l3 = (f"{trained['full P, Q', pure_name, d].test.normalised:.4f}" for d in (1, 3))
+    values["pure_l13"] = f"both reach {pure_l1}" if pure_l1 == pure_l3 else f"reach {pure_l1} and {pure_l3}"
+    mixed = tasks[mixed_name]
+    values["one_step_mixed"] = refs.one_step[mixed_name].normalised_loss
+    quad_energy = closed_forms.best_linear_loss(mixed)  # E[y^2] of the quadratic part
+    lin_energy = closed_forms.null_loss(mixed) - quad_energy
+    values["quad_energy"] = quad_energy
+    values["lin_energy"] = lin_energy
+    values["noise_ratio"] = quad_energy / lin_energy
+    values["ridge_mixed"] = refs.ridge[mixed_name].test.normalised
+    values["ridge_penalty"] = refs.ridge[mixed_name].penalty
+    exploded = [(d, trained["full P, Q", mixed_name, d].test.normalised) for d in sorted(depths)]
+    values["off_chart_text"] = _off_chart_text([(d, v) for d, v in exploded if v > AXIS_TOP])
+    values["gd_form_gain"] = (trained["GD form", mixed_name, min(depths)].test.normalised
+                              - trained["GD form", mixed_name, max(depths)].test.normalised)
+    return values
+
+
+def finite_context_table(task: TaskConfig, one_step_curve: np.ndarray, context_lengths: Sequence[int],
+                         refs: LinearReferences, mixed_runs: Mapping[tuple[str, int], PairedLoss]) -> str:
+    r"""The references at the task's $n$ (bound at $n \to \infty$, best single step, least squares,
+    tuned ridge) next to the best depth of each attention form, then the best single step at the
+    larger $n$ of ``context_lengths[1:]`` (``one_step_curve`` normalised, one value per $n$)."""
+    if len(one_step_curve) != len(context_lengths):
+        raise ConfigError("one_step_curve", len(one_step_curve), f"one value per n ({len(context_lengths)})")
+    forms = list(dict.fromkeys(form for form, _ in mixed_runs))
+    depths = list(dict.fromkeys(depth for _, depth in mixed_runs))
+    best_depth = {form: min(depths, key=lambda L: mixed_runs[form, L].normalised) for form in forms}
+    n = context_lengths[0]
+    rows = [
+        ("best linear predictor, n → ∞ (exact)",
+         f"{closed_forms.best_linear_loss(task) / closed_forms.null_loss(task):.4f}"),
+        (f"best step of linear GD, n = {n} (exact, {ref('thm-feature-optimum')}, ψ = x)",
+         f"{one_step_curve[0]:.4f}"),
+        (f"least squares on x, n = {n} (Monte Carlo)", paired(refs.least_squares)),
+        (f"ridge on x, tuned penalty, n = {n} (Monte Carlo)",
+         paired(refs.ridge[refs.least_squares_task].test)),
+    ]
+    rows += [(f"trained LSA, {form}, best depth L = {best_depth[form]}",
+              paired(mixed_runs[form, best_depth[form]])) for form in forms]
+    lines = [f"{'linear + quadratic task, loss / zero predictor':57s} value"]
+    lines += [f"{label:57s} {value}" for label, value in rows]
+    lines.append("best single step of linear GD at larger n (exact):\n  " + ", ".join(
+        f"n = {m:,}: {v:.4f}" for m, v in zip(context_lengths[1:], one_step_curve[1:], strict=True)))
+    return "\n".join(lines)
+
+
+DIAGNOSIS_LEGEND = """
+mean, median: squared error / the zero predictor's mean loss, over all prompts
+worst 0.1%: share of the mean loss carried by the worst 0.1% of prompts
+large-label 1%, other 99%: mean loss on the 1% of prompts with the largest
+  context labels (mean y_i^2) and on the others
+label deg. ≥ 2: median over prompts of |p(2y) - 2 p(y) + p(0)| / |p(y)|, with
+  p(y) the prediction for context labels y: the part of the prediction of
+  degree two or more in the labels, relative to the prediction
+train batch: largest training batch loss / E[y^2] in the last 100 steps"""
+
+
+def diagnosis_table(diagnosis: Mapping[tuple[str, int], Mapping[str, float]]) -> str:
+    """One row per (form, L) of :func:`~nlicl_lib.theory.ch2_analysis.label_diagnosis`, then what
+    each column means."""
+    lines = ["form       L  mean      median  worst    large-     other   label     train",
+             "                                0.1%     label 1%   99%     deg. ≥ 2  batch"]
+    for (form, depth), row in diagnosis.items():
+        lines.append(f"{form:9s}  {depth}  {row['mean']:<8.3g}  {row['median']:.4f}  {row['share']:<7.1%}  "
+                     f"{row['largest']:<9.3g}  {row['rest']:.4f}  {row['superlinear']:<8.2g}  "
+                     f"{row['training']:.2f}")
+    return "\n".join(lines) + "\n" + DIAGNOSIS_LEGEND
+
+
+def diagnosis_values(diagnosis: Mapping[tuple[str, int], Mapping[str, float]], worst_depth: int
+                     ) -> dict[str, float | str]:
+    """The prose's numbers of the diagnosis at ``worst_depth``, by ``prose`` name:
+    ``diag_<column>_full`` and ``diag_<column>_gd`` for every column, and the large-label losses
+    written out for the prose (:func:`number`)."""
+    full, gd = diagnosis["full P, Q", worst_depth], diagnosis["GD form", worst_depth]
+    values: dict[str, float | str] = {}
+    for key in full:
+        values[f"diag_{key}_full"] = full[key]
+        values[f"diag_{key}_gd"] = gd[key]
+    values["diag_largest_text_full"] = number(full["largest"])
+    values["diag_largest_text_gd"] = number(gd["largest"])
+    return values

@@ -1,0 +1,86 @@
+r"""Chapter 2's trainings and Monte Carlo references: LSA stacks of depth $L$ on polynomial tasks,
+in two parametrisations, against references that are linear in the query.
+
+- :func:`train_lsa_stacks`: every (form, task, depth) trained side by side, each measured on the
+  same test prompts relative to the zero predictor (``full``: all of $P_\ell, Q_\ell$ learned;
+  ``sparse``, the GD form: $P_\ell = e_D e_D^\top$, only $\Gamma_\ell$ learned);
+- :func:`linear_references`: ridge on $x$ with its penalty tuned on validation prompts, least
+  squares on $x$ (both on the same test prompts) and the exact best single step of linear GD,
+  Theorem 9 (thm-feature-optimum) with $\psi = x$.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from nlicl_lib.core.errors import ConfigError, check_int
+from nlicl_lib.core.models import ModelConfig
+from nlicl_lib.core.tasks import TaskConfig
+from nlicl_lib.experiments import baselines, sweeps
+from nlicl_lib.theory import closed_forms, predictors
+from nlicl_lib.training.evaluate import PairedLoss, paired_test_loss
+
+
+@dataclass
+class StackSweep:
+    """``trained[form_label, task_name, L]``: the :class:`~nlicl_lib.experiments.sweeps.TrainedModel`
+    of each run, in the order of training; ``seconds``: wall time of training and testing them."""
+
+    trained: dict[tuple[str, str, int], sweeps.TrainedModel]
+    seconds: float
+
+    @property
+    def train_seconds(self) -> float:
+        """Training time summed over the groups of runs trained at once (each run's share)."""
+        return sum(t.training.seconds / t.training.trained_with for t in self.trained.values())
+
+
+def train_lsa_stacks(tasks: Mapping[str, TaskConfig], forms: Mapping[str, str], depths: Sequence[int],
+                     steps: int, batch_size: int, test_prompts: int, seed: int = 0) -> StackSweep:
+    r"""Train an LSA of every depth $L$ in ``depths``, attention form ``forms[label]`` (``"full"`` or
+    ``"sparse"``) and task ``tasks[name]`` with the default settings (peak rate divided by $L$) and
+    ``steps`` steps of ``batch_size`` prompts (:func:`~nlicl_lib.experiments.sweeps.train_models`),
+    each then measured on the same ``test_prompts`` test prompts."""
+    if not tasks or not forms or not depths:
+        raise ConfigError("tasks, forms, depths", (len(tasks), len(forms), len(depths)),
+                          "at least one of each")
+    depths = [check_int("depths", L, minimum=1) for L in depths]
+    keys = [(form, name, depth) for form in forms for name in tasks for depth in depths]
+    start = time.perf_counter()
+    trained_list = sweeps.train_models(
+        [tasks[name] for _, name, _ in keys],
+        [ModelConfig(kind="lsa", depth=depth, attention=forms[form]) for form, _, depth in keys],
+        seed=seed, steps=steps, batch_size=batch_size, test_prompts=test_prompts)
+    seconds = time.perf_counter() - start
+    return StackSweep(dict(zip(keys, trained_list, strict=True)), seconds)
+
+
+@dataclass
+class LinearReferences:
+    r"""Per task name: ``ridge[name]`` (tuned ridge on $x$) and ``one_step[name]`` (exact best single
+    step of linear GD); ``least_squares``: least squares on $x$ on the task named ``least_squares_task``."""
+
+    ridge: dict[str, baselines.TunedRidge]
+    least_squares: PairedLoss
+    least_squares_task: str
+    one_step: dict[str, closed_forms.OneStepOptimum]
+
+
+def linear_references(tasks: Mapping[str, TaskConfig], least_squares_task: str, test_prompts: int,
+                      seed: int = 0) -> LinearReferences:
+    r"""The references linear in the query at each task's $n$: ridge $\hat w = (X^\top X + n\lambda
+    I)^{-1} X^\top y$ with $\lambda$ tuned on validation prompts, least squares ($\lambda = 0$, float64,
+    on ``tasks[least_squares_task]`` only) on the first ``test_prompts`` test prompts of ``seed``,
+    and $\Gamma^*, \mathcal L^*$ of one GD step on $x$ (Theorem 9 (thm-feature-optimum), $\psi = x$)."""
+    if least_squares_task not in tasks:
+        raise ConfigError("least_squares_task", least_squares_task, f"one of {list(tasks)}")
+    ridge_x = {name: baselines.tuned_ridge(task, seed=seed, test_prompts=test_prompts)
+               for name, task in tasks.items()}
+    least_squares_x = paired_test_loss(predictors.least_squares, tasks[least_squares_task],
+                                       test_prompts, seed=seed, dtype=torch.float64)
+    one_step = {name: closed_forms.linear_gd_optimum(task) for name, task in tasks.items()}
+    return LinearReferences(ridge_x, least_squares_x, least_squares_task, one_step)

@@ -1,0 +1,357 @@
+r"""Test loss on fresh prompts, with its Monte Carlo error.
+
+Prompts come from the test stream of the seed (never seen in training). Batches are added until
+the standard error of the mean squared error is below ``relative_error`` of the mean (default
+1%), so every printed loss carries its own error bar.
+
+**Integrating the task out** (``integrate="task"``). The targets are $y = \beta^\top\phi(x)$ with
+$\beta \sim \mathcal N(0, I_p)$ (Definition 1 (def-prompts)), and a plain Monte Carlo mean of
+$(\hat y - y_{n+1})^2$ is heavy-tailed. Many predictors are *linear in the context labels* at
+fixed inputs, $\hat y = \sum_{i \le n} a_i(X)\, y_i$: every GD-form stack whose GLUs never read
+the label (Theorem 13 (thm-depth-bcd)), GD and ridge on fixed features, kernel GD. For them
+$\hat y = c(X)^\top\beta + a(X)^\top\epsilon$ with $c(X) = \sum_i a_i(X)\,\phi(x_i)$, so the
+loss given the inputs $X = (x_1, \dots, x_{n+1})$ is exact,
+
+$$\mathbb E_{\beta, \epsilon}\big[(\hat y - y_{n+1})^2 \mid X\big]
+  = \|c(X) - \phi(x_{n+1})\|^2 + \sigma^2 \|a(X)\|^2 ,$$
+
+and only $X$ is sampled (:func:`conditional_squared_errors`). $c(X)$ is read off the predictor
+itself: its prediction when the context labels are $y_i = \phi_k(x_i)$ is $c_k(X)$, and when
+they are $y_i = [i = j]$ it is $a_j(X)$. The predictor is first checked to be linear in the
+labels (:func:`label_linearity_gap`). This removes the spread over $\beta$ only: for
+$u = c(X) - \phi(x_{n+1})$ the plain sample is $(u^\top\beta)^2$, whose variance
+$3\,\mathbb E\|u\|^4 - \mathcal L^2$ falls to $\mathbb E\|u\|^4 - \mathcal L^2$, at most a
+factor 3; most of the spread comes from the inputs.
+
+**Integrating the query out too** (``integrate="task+query"``, GD-form stacks only). By
+Theorem 13 (thm-depth-bcd) a stack's prediction is $\hat y = \Psi(x_{n+1})^\top K(\text{context})
+\,\beta$ (plus a noise term), with $\Psi = (\psi_1; \dots; \psi_L)$ its features, exact
+polynomials of $x$. The query is independent of the context, so the loss given the context is
+$\operatorname{tr}(K^\top T K) - 2\operatorname{tr}(K^\top C) + \operatorname{tr} S$ with the
+exact moments $T = \mathbb E[\Psi\Psi^\top]$, $C = \mathbb E[\Psi\phi^\top]$,
+$S = \mathbb E[\phi\phi^\top]$ (Lemma 3 (lem-gaussian-moments)), and only the $n$ context
+inputs are sampled (:func:`nlicl_lib.theory.depth.context_conditional_loss`). Every estimate is an
+unbiased mean of independent samples, with its standard error.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from nlicl_lib.core.errors import ConfigError, check_choice, check_float, check_int
+from nlicl_lib.core.models import InContextRegressor
+from nlicl_lib.core.seeding import STREAM_TEST
+from nlicl_lib.core.tasks import Prompts, TaskConfig, sample_prompts
+from nlicl_lib.theory.depth import context_conditional_loss
+
+#: Largest relative violation of $\hat y(y + y') = \hat y(y) + \hat y(y')$ accepted as rounding
+#: (float32) before :func:`conditional_squared_errors` refuses a predictor.
+LINEARITY_TOLERANCE = 1e-3
+
+
+@dataclass(frozen=True)
+class LossEstimate:
+    """``mean`` of $(\\hat y - y_{n+1})^2$ over ``num_prompts`` prompts, ``std_error`` its MC error.
+
+    ``integrated``: what was integrated out exactly rather than sampled (module doc):
+    ``"none"``, ``"task"`` or ``"task+query"``."""
+
+    mean: float
+    std_error: float
+    num_prompts: int
+    integrated: str = "none"
+
+    @property
+    def relative_error(self) -> float:
+        return self.std_error / self.mean if self.mean > 0 else 0.0
+
+    def __str__(self) -> str:
+        exact = "" if self.integrated == "none" else f", {self.integrated} integrated exactly"
+        return (f"{self.mean:.5g} ± {self.std_error:.2g} (Monte Carlo error "
+                f"{100 * self.relative_error:.2g}%, {self.num_prompts:,} prompts{exact})")
+
+
+def model_predictor(model: InContextRegressor) -> Callable[[Prompts], torch.Tensor]:
+    """Wrap a model as a predictor on prompts (embedding with its own feature slots)."""
+    def predict(prompts: Prompts) -> torch.Tensor:
+        return model(prompts.embed(model.feature_slots))
+    return predict
+
+
+def _with_labels(prompts: Prompts, labels: torch.Tensor) -> Prompts:
+    """The same inputs with context labels ``labels`` ``(B, n)`` (query label 0: never read)."""
+    y = torch.cat([labels, labels.new_zeros(labels.shape[0], 1)], dim=1)
+    return Prompts(prompts.x, y, prompts.coefficients)
+
+
+@torch.no_grad()
+def label_linearity_gap(predict: Callable[[Prompts], torch.Tensor], prompts: Prompts,
+                        seed: int = 0) -> float:
+    r"""$\max |\hat y(y + y') - \hat y(y) - \hat y(y')| / \max |\hat y(y + y')|$ at the inputs of
+    ``prompts``, for two random label vectors $y, y'$ (standard normal, drawn from ``seed``):
+    0 up to rounding for a predictor linear in the context labels."""
+    n = prompts.context_length
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    first, second = (torch.randn(prompts.x.shape[0], n, generator=gen, dtype=torch.float64)
+                     .to(device=prompts.x.device, dtype=prompts.x.dtype) for _ in range(2))
+    both = predict(_with_labels(prompts, first + second)).double()
+    apart = (predict(_with_labels(prompts, first)).double()
+             + predict(_with_labels(prompts, second)).double())
+    return float((both - apart).abs().max() / both.abs().max().clamp_min(1e-300))
+
+
+@torch.no_grad()
+def conditional_squared_errors(predict: Callable[[Prompts], torch.Tensor], prompts: Prompts,
+                               task: TaskConfig, max_copies: int = 40000) -> torch.Tensor:
+    r"""$\mathbb E_{\beta,\epsilon}[(\hat y - y_{n+1})^2 \mid X]$ for each prompt's inputs $X$
+    (module doc), float64, shape ``(..., B)`` like ``predict``'s output (a leading axis of
+    stacked models is kept). Exact for a predictor linear in the context labels; only the
+    inputs of ``prompts`` are used (their labels and coefficients are ignored).
+
+    The predictor runs on $\min(n, p)$ relabelled copies of every prompt ($p$ copies with labels
+    $\phi_k(x_i)$, or $n$ with unit labels when $n < p$ or there is label noise), at most
+    ``max_copies`` prompts at a time."""
+    n = prompts.context_length
+    phi = task.target_features(prompts.x)  # (B, n + 1, p)
+    batch, p = phi.shape[0], phi.shape[-1]
+    by_units = task.noise_std > 0 or n < p
+    copies = n if by_units else p
+    chunk = max(1, max_copies // copies)
+    out = []
+    for start in range(0, batch, chunk):
+        x = prompts.x[start:start + chunk]
+        b = x.shape[0]
+        if by_units:  # labels e_j: the prediction is a_j(X)
+            labels = torch.eye(n, dtype=x.dtype, device=x.device).expand(b, n, n)
+        else:  # labels phi_k(x_i): the prediction is c_k(X)
+            labels = phi[start:start + chunk, :n].transpose(1, 2)  # (b, p, n)
+        relabelled = Prompts(x.repeat_interleave(copies, dim=0),
+                             torch.cat([labels.reshape(b * copies, n),
+                                        x.new_zeros(b * copies, 1)], dim=1),
+                             x.new_zeros(b * copies, 1))
+        response = predict(relabelled).double()
+        response = response.reshape(*response.shape[:-1], b, copies)
+        query = phi[start:start + chunk, n].double()  # (b, p)
+        if by_units:
+            c = torch.einsum("...bj,bjk->...bk", response, phi[start:start + chunk, :n].double())
+            noise = task.noise_std**2 * (response**2).sum(-1)
+        else:
+            c, noise = response, 0.0
+        out.append(((c - query) ** 2).sum(-1) + noise)
+    return torch.cat(out, dim=-1)
+
+
+def check_linear_in_labels(predict: Callable[[Prompts], torch.Tensor], prompts: Prompts,
+                           tolerance: float = LINEARITY_TOLERANCE) -> float:
+    """:func:`label_linearity_gap` on (up to) the first 64 prompts; raises
+    :class:`~nlicl_lib.core.errors.ConfigError` when it exceeds ``tolerance``, since the task can then
+    not be integrated out. Returns the gap."""
+    head = Prompts(prompts.x[:64], prompts.y[:64], prompts.coefficients[:64])
+    gap = label_linearity_gap(predict, head)
+    if not gap <= tolerance:
+        raise ConfigError("integrate", "task", "a predictor linear in the context labels "
+                          "(GD-form attention, GLUs not reading the label); "
+                          f"relative gap {gap:.2e}")
+    return gap
+
+
+INTEGRATIONS = ("none", "task", "task+query")
+
+
+def squared_error_sampler(predict: Callable[[Prompts], torch.Tensor] | InContextRegressor,
+                          task: TaskConfig, integrate: str = "none"
+                          ) -> Callable[[Prompts], torch.Tensor]:
+    r"""The per-prompt samples every test-loss estimate of the library averages (module doc):
+    a function of a batch of prompts returning float64 values ``(..., B)`` whose mean is the
+    test loss. ``integrate``: ``"none"``, $(\hat y - y_{n+1})^2$; ``"task"``, its exact mean over
+    $\beta$ and the noise given the inputs (a predictor linear in the context labels, checked on
+    the first batch); ``"task+query"``, its exact mean over $\beta$, the noise and the query given
+    the context (``predict`` must be a GD-form stack, an
+    :class:`~nlicl_lib.core.models.InContextRegressor`)."""
+    check_choice("integrate", integrate, INTEGRATIONS)
+    if integrate == "task+query":
+        if not isinstance(predict, InContextRegressor):
+            raise ConfigError("integrate", integrate, "'none' or 'task' for a predictor that is "
+                              "not a GD-form stack (InContextRegressor)")
+        return context_conditional_loss(predict, task)
+    if isinstance(predict, InContextRegressor):
+        predict = model_predictor(predict)
+    if integrate == "none":
+        return lambda prompts: (predict(prompts).double() - prompts.query_label.double()) ** 2
+    checked = []
+
+    def sample(prompts: Prompts) -> torch.Tensor:
+        if not checked:
+            checked.append(check_linear_in_labels(predict, prompts))
+        return conditional_squared_errors(predict, prompts, task)
+    return sample
+
+
+def batches_of_test_prompts(task: TaskConfig, seed: int = 0, device: torch.device | str = "cpu",
+                            dtype: torch.dtype = torch.float32, batch_size: int = 4000,
+                            num_prompts: int | None = None) -> Iterator[Prompts]:
+    """The test stream of ``seed`` (``STREAM_TEST``, never seen in training) in batches:
+    batch $t$ is ``sample_prompts(task, size, seed, t, device, STREAM_TEST, dtype)``, so every
+    caller with the same task, seed and batch size sees the same prompts. ``num_prompts``: stop
+    after that many (the last batch smaller); ``None``: an endless stream of full batches."""
+    batch_size = check_int("batch", batch_size, minimum=1)
+    if num_prompts is not None:
+        num_prompts = check_int("num_prompts", num_prompts, minimum=1)
+    device = torch.device(device)
+    drawn, step = 0, 0
+    while num_prompts is None or drawn < num_prompts:
+        size = batch_size if num_prompts is None else min(batch_size, num_prompts - drawn)
+        yield sample_prompts(task, size, seed, step, device, STREAM_TEST, dtype)
+        drawn += size
+        step += 1
+
+
+@torch.no_grad()
+def estimate_loss(
+    predict: Callable[[Prompts], torch.Tensor] | InContextRegressor,
+    task: TaskConfig,
+    device: torch.device | str = "cpu",
+    seed: int = 0,
+    relative_error: float = 0.01,
+    batch_size: int = 20000,
+    max_prompts: int = 2_000_000,
+    min_prompts: int = 40000,
+    dtype: torch.dtype = torch.float32,
+    integrate: str = "none",
+) -> LossEstimate:
+    """Monte Carlo test loss of ``predict`` (a model or a function of prompts) to a given
+    precision.
+
+    Where it differs from :func:`paired_test_losses` (the estimator of a fixed number of test
+    prompts): it stops by itself, drawing batches of ``batch_size`` from the same test stream
+    (:func:`batches_of_test_prompts`) until the standard error is at most ``relative_error``
+    of the mean (at least ``min_prompts``, at most about ``max_prompts``), for one predictor;
+    the mean and standard error it returns are computed as :func:`paired_test_losses` computes
+    them, so on the same prompts both give the same numbers.
+
+    ``integrate`` (:func:`squared_error_sampler`): what is integrated out exactly instead of
+    sampled; ``"task"`` costs $\\min(n, p)$ predictions per prompt, ``"task+query"`` (GD-form
+    stacks) less than one."""
+    check_float("relative_error", relative_error, 0.0, strict_minimum=True)
+    batch_size = check_int("batch", batch_size, minimum=1)
+    max_prompts = check_int("max_prompts", max_prompts, minimum=1)
+    if isinstance(predict, InContextRegressor):
+        dtype = next(predict.parameters()).dtype
+    if integrate == "task+query":  # the conditional loss is computed in float64 from the inputs
+        dtype = torch.float64
+    sampler = squared_error_sampler(predict, task, integrate)
+    total = total_sq = 0.0
+    count = 0
+    for prompts in batches_of_test_prompts(task, seed, device, dtype, batch_size):
+        errors = sampler(prompts)
+        total += float(errors.sum())
+        total_sq += float((errors**2).sum())
+        count += errors.numel()
+        mean = total / count
+        variance = max(total_sq / count - mean**2, 0.0)
+        std_error = math.sqrt(variance / count)
+        if count >= min(min_prompts, max_prompts) and std_error <= relative_error * mean:
+            break
+        if count >= max_prompts:
+            break
+    return LossEstimate(mean, std_error, count, integrate)
+
+
+@dataclass(frozen=True)
+class PairedLoss:
+    r"""A test loss measured on a fixed set of test prompts that every compared predictor shares.
+
+    ``mean`` $\pm$ ``std_error``: the mean squared error; ``normalised`` $\pm$
+    ``normalised_std_error``: its ratio to the zero predictor's loss $\frac1N\sum y_{n+1}^2$ on
+    the *same* prompts (a paired ratio, far more precise than dividing by $\mathbb E[y^2]$;
+    the error is the delta method's); ``worst``: the largest squared error on one prompt, over
+    the zero predictor's mean loss (a model with heavy-tailed errors shows it here first)."""
+
+    mean: float
+    std_error: float
+    normalised: float
+    normalised_std_error: float
+    num_prompts: int
+    worst: float
+
+
+Predictor = Callable[[Prompts], torch.Tensor] | InContextRegressor
+
+
+@torch.no_grad()
+def paired_test_losses(predict: Predictor | Sequence[Predictor], task: TaskConfig,
+                       num_prompts: int = 100_000, seed: int = 0, device: torch.device | str = "cpu",
+                       batch_size: int = 4000, dtype: torch.dtype | None = None,
+                       integrate: str = "none", return_samples: bool = False
+                       ) -> list[PairedLoss] | tuple[list[PairedLoss], np.ndarray]:
+    r"""The library's one test-loss estimator on a fixed set of test prompts: a
+    :class:`PairedLoss` per predictor, all on the first ``num_prompts`` prompts of the test stream
+    of ``seed`` (:func:`batches_of_test_prompts`, batches of ``batch_size``).
+
+    ``predict``: a model or a function of prompts, a list of them, or one function whose
+    predictions have a leading member axis ``(E, B)`` (a stack of models run as one). The
+    per-prompt samples $e$ are those of :func:`squared_error_sampler` (``integrate``: what is
+    integrated out exactly), the paired normaliser is $z = y_{n+1}^2$ of the same prompts:
+    over $N$ prompts, ``mean`` $= ar e$, ``std_error`` $= \sqrt{(\overline{e^2} - ar e^2)/N}$,
+    ``normalised`` $= r = ar e / ar z$ with the delta method's error
+    $\sqrt{(\overline{e^2} - 2r\,\overline{ez} + r^2\,\overline{z^2} - (ar e - rar z)^2)/N}
+    \,/\, ar z$. ``dtype`` of the prompts: float64 for ``"task+query"``, else that of the first
+    model, else float32. With ``return_samples`` also the samples, ``(E, num_prompts)``."""
+    check_choice("integrate", integrate, INTEGRATIONS)
+    predictors = list(predict) if isinstance(predict, (list, tuple)) else [predict]
+    if not predictors:
+        raise ConfigError("predict", predict, "at least one model or predictor")
+    if dtype is None:
+        first = predictors[0]
+        dtype = (torch.float64 if integrate == "task+query" else next(first.parameters()).dtype
+                 if isinstance(first, InContextRegressor) else torch.float32)
+    samplers = [squared_error_sampler(p, task, integrate) for p in predictors]
+
+    def sample(prompts: Prompts) -> torch.Tensor:
+        if len(samplers) == 1:
+            values = samplers[0](prompts)
+            return values.reshape(-1, values.shape[-1])
+        return torch.stack([s(prompts) for s in samplers])
+
+    sums = worst = None  # per predictor: sums of e, z, e^2, z^2, e z; largest e
+    kept, count = [], 0
+    for prompts in batches_of_test_prompts(task, seed, device, dtype, batch_size, num_prompts):
+        e = sample(prompts)  # (E, b)
+        z = prompts.query_label.double() ** 2
+        if sums is None:
+            sums, worst = np.zeros((e.shape[0], 5)), np.zeros(e.shape[0])
+        for k, row in enumerate(e):
+            sums[k] += np.array([float(v.sum()) for v in (row, z, row * row, z * z, row * z)])
+            worst[k] = max(worst[k], float(row.max()))
+        if return_samples:
+            kept.append(e.cpu())
+        count += e.shape[1]
+    losses = []
+    for k in range(len(sums)):
+        e_mean, z_mean, e2, z2, ez = sums[k] / count
+        ratio = e_mean / z_mean
+        var_e = max(e2 - e_mean**2, 0.0)
+        var_ratio = max(e2 - 2 * ratio * ez + ratio**2 * z2 - (e_mean - ratio * z_mean) ** 2, 0.0)
+        losses.append(PairedLoss(float(e_mean), float(np.sqrt(var_e / count)), float(ratio),
+                                 float(np.sqrt(var_ratio / count) / z_mean), count,
+                                 float(worst[k] / z_mean)))
+    return (losses, torch.cat(kept, dim=1).numpy()) if return_samples else losses
+
+
+def paired_test_loss(predict: Predictor, task: TaskConfig, num_prompts: int = 100_000, seed: int = 0,
+                     device: torch.device | str = "cpu", batch_size: int = 4000,
+                     dtype: torch.dtype | None = None, integrate: str = "none") -> PairedLoss:
+    """:class:`PairedLoss` of one model or predictor on the first ``num_prompts`` prompts of the
+    test stream of ``seed``, drawn in batches of ``batch_size`` (the same prompts for every call
+    with the same ``task``, ``seed`` and ``batch_size``): :func:`paired_test_losses` of one
+    predictor."""
+    losses = paired_test_losses(predict, task, num_prompts, seed, device, batch_size, dtype, integrate)
+    if len(losses) != 1:
+        raise ConfigError("predict", f"{len(losses)} predictions per prompt",
+                          "one predictor (paired_test_losses measures several)")
+    return losses[0]
