@@ -251,7 +251,7 @@ def test_study_groups_the_runs_it_trained(optimum):
     assert grid[2, 20] == [study.exact[1] / closed_forms.null_loss(QUADRATIC)]
     ratios, models = study.by_init(optimum.loss)
     assert list(ratios) == INITS and ratios["large"][1] == study.exact[7] / optimum.loss
-    assert models["small"][0] is study.sweep.models[2]
+    assert models["small"][0] is study.models[2]
     blocks, losses = study.exercise_blocks()
     assert list(blocks) == INITS and losses["large"] == study.exact[-1]
     with pytest.raises(ConfigError, match="inits"):

@@ -18,7 +18,6 @@ from nlicl_lib.core.models import ModelConfig, build_model
 from nlicl_lib.core.tasks import TaskConfig, sample_prompts
 from nlicl_lib.experiments.cli import main
 from nlicl_lib.theory.values import slot_feature_degree
-from nlicl_lib.training.ensemble import train_ensemble
 from nlicl_lib.training.settings import default_train_config
 from nlicl_lib.training.train import TrainConfig, diagnose_divergence, find_forward_overflow, train
 
@@ -190,14 +189,17 @@ def test_divergence_after_updates_is_blamed_on_the_initialisation_only_if_it_ove
     assert "at step 3 (learning rate 0.01)" in str(error)
 
 
-def test_ensemble_says_why_a_member_diverged():
-    members = [ModelConfig(kind="glu-lsa", depth=8, feature_slots=3, glu_reads="x+slots",
-                           glu_init="large"),
-               ModelConfig(kind="glu-lsa", depth=2, feature_slots=3),
-               ModelConfig(kind="glu-lsa", depth=2, feature_slots=3)]
-    result = train_ensemble(QUADRATIC, members, TrainConfig(steps=30, batch_size=50),
-                            learning_rates=[0.01, 1e4, 0.01], progress=False)
-    assert result.diverged == [True, True, False]
-    assert "overflows at initialisation" in result.divergence[0]
-    assert "try a smaller learning rate" in result.divergence[1]
-    assert result.divergence[2] is None
+def test_training_says_why_a_stack_diverged():
+    """A stack whose forward pass overflows at initialisation, and one whose steps are too
+    large: each error says which."""
+    overflowing = build_model(ModelConfig(kind="glu-lsa", depth=8, feature_slots=3,
+                                          glu_reads="x+slots", glu_init="large"), QUADRATIC)
+    with pytest.raises(ForwardOverflowError) as error:
+        train(overflowing, QUADRATIC, TrainConfig(steps=30, batch_size=50), progress=False)
+    assert "overflows at initialisation" in str(error.value)
+    stack = build_model(ModelConfig(kind="glu-lsa", depth=2, feature_slots=3), QUADRATIC)
+    with pytest.raises(TrainingDivergedError) as error:
+        train(stack, QUADRATIC, TrainConfig(steps=30, batch_size=50, learning_rate=1e4),
+              progress=False)
+    assert not isinstance(error.value, ForwardOverflowError)
+    assert "try a smaller learning rate" in str(error.value)

@@ -22,7 +22,6 @@ from nlicl_lib.theory.depth import (
     with_input,
 )
 from nlicl_lib.theory.predictors import block_coordinate_descent
-from nlicl_lib.training.ensemble import StackedGLULSA, train_ensemble
 from nlicl_lib.training.train import TrainConfig, train
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -113,7 +112,10 @@ def test_reference_model_starts_at_the_exact_one_block_optimum():
     assert float(model.blocks[1].lsa.gamma.detach().abs().max()) == 0.0
 
 
-def test_ensemble_paths_equal_the_models():
+def test_the_statistics_forward_of_constructions_and_stacks_of_any_shape():
+    """The greedy construction and stacks of other shapes, in the GD form, predict through
+    their statistics what their tokens give (float64); a stack whose GLUs read the slots is
+    not in the GD form."""
     task = TaskConfig(kind="poly", input_dim=3, context_length=10, degree=2)
     configs = [ModelConfig(kind="glu-lsa", feature_slots=3, glu_width=6),
                ModelConfig(kind="glu-lsa", depth=3, feature_slots=2, glu_width=4, glu_reads="x",
@@ -121,46 +123,33 @@ def test_ensemble_paths_equal_the_models():
                ModelConfig(kind="glu-lsa", depth=2, feature_slots=4, glu_reads="x")]
     models = [build_model(c, task, seed=s, dtype=torch.float64) for s, c in enumerate(configs)]
     models.append(reference_model(task, 3, 2))
-    stack = StackedGLULSA(models, 3)
-    assert stack.reads_input_only
     prompts = sample_prompts(task, 16, seed=0, step=0, dtype=torch.float64)
-    alone = torch.stack([m(prompts.embed(m.feature_slots)) for m in models])
-    torch.testing.assert_close(stack.forward_statistics(prompts.x, prompts.y), alone)
-    torch.testing.assert_close(stack.forward_tokens(prompts.x, prompts.y), alone)
+    for model in models:
+        assert model.gd_form
+        torch.testing.assert_close(model(model.prompt_statistics(prompts.x, prompts.y)),
+                                   model(prompts.embed(model.feature_slots)))
     deep = build_model(ModelConfig(kind="glu-lsa", depth=2, feature_slots=3, glu_reads="x+slots"),
                        task, seed=0, dtype=torch.float64)
-    mixed = StackedGLULSA(models[:1] + [deep], 3)
-    assert not mixed.reads_input_only
-    torch.testing.assert_close(mixed(prompts.x, prompts.y),
-                               torch.stack([alone[0], deep(prompts.embed(3))]))
+    assert not deep.gd_form
 
 
-def test_ensemble_training_equals_separate_training():
+def test_stacks_of_several_shapes_and_rates_train_together_as_alone():
+    """As depth_sweep trains them: stacks of several depths and slots, peak rate lr / L each,
+    in one call, equal to each trained alone (float64)."""
     task = TaskConfig(kind="poly", input_dim=3, context_length=10, degree=2)
     configs = [ModelConfig(kind="glu-lsa", feature_slots=3, glu_width=6),
+               ModelConfig(kind="glu-lsa", feature_slots=5, glu_width=2),
                ModelConfig(kind="glu-lsa", depth=2, feature_slots=2, glu_width=4)]
-    config = TrainConfig(steps=15, batch_size=32, learning_rate=0.01, grad_clip=0.5)
-    result = train_ensemble(task, configs, config, seeds=[1, 2], learning_rates=[0.01, 0.005],
-                            dtype=torch.float64, progress=False)
-    for k, (model_config, seed, rate) in enumerate(zip(configs, [1, 2], [0.01, 0.005], strict=True)):
+    settings = [TrainConfig(steps=15, batch_size=32, learning_rate=rate, grad_clip=0.5)
+                for rate in (0.01, 0.01, 0.005)]
+    together = [build_model(c, task, seed=s, dtype=torch.float64) for s, c in enumerate(configs)]
+    results = train(together, task, settings, progress=False)
+    for seed, (model_config, setting) in enumerate(zip(configs, settings, strict=True)):
         alone = build_model(model_config, task, seed=seed, dtype=torch.float64)
-        history = train(alone, task, TrainConfig(steps=15, batch_size=32, learning_rate=rate, grad_clip=0.5),
-                        progress=False)
-        np.testing.assert_allclose(result.loss_history[k], history.loss_history, rtol=1e-10)
-        for a, b in zip(alone.parameters(), result.models[k].parameters(), strict=True):
-            torch.testing.assert_close(a, b)
-
-
-def test_frozen_glu_keeps_the_construction():
-    task = TaskConfig(kind="poly", input_dim=3, context_length=10, degree=2)
-    reference = reference_model(task, 3, 2)
-    result = train_ensemble(task, [reference], TrainConfig(steps=5, batch_size=32),
-                            train_glu=[False], dtype=torch.float64, progress=False)
-    trained = result.models[0]
-    for a, b in zip(reference.blocks, trained.blocks, strict=True):
-        for name in ("w1", "w2", "w3"):
-            torch.testing.assert_close(getattr(a.glu, name), getattr(b.glu, name))
-    assert not torch.equal(reference.blocks[1].lsa.gamma, trained.blocks[1].lsa.gamma)
+        history = train(alone, task, setting, progress=False)
+        np.testing.assert_allclose(results[seed].loss_history, history.loss_history, rtol=1e-10)
+        for a, b in zip(alone.parameters(), together[seed].parameters(), strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
 
 
 def test_context_labels_hold_the_residuals_of_the_partial_predictor():

@@ -29,12 +29,12 @@ from nlicl_lib.theory.depth import (
     stack_as_bcd,
     with_dense_attention,
 )
-from nlicl_lib.training.ensemble import ensemble_test_loss
 from nlicl_lib.training.evaluate import (
     conditional_squared_errors,
     estimate_loss,
     label_linearity_gap,
     model_predictor,
+    paired_test_losses,
 )
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -191,7 +191,8 @@ def test_query_integral_is_the_mean_over_queries_at_a_fixed_context():
 
 def test_ensemble_and_single_model_estimates_use_the_same_samples():
     models = [reference_model(QUADRATIC, 3, 1), reference_model(QUADRATIC, 3, 2)]
-    mean, error = ensemble_test_loss(models, QUADRATIC, num_prompts=3000, batch_size=1500)
+    together = paired_test_losses(models, QUADRATIC, 3000, batch_size=1500, integrate="task+query")
+    mean, error = [t.mean for t in together], [t.std_error for t in together]
     for k, model in enumerate(models):
         alone = estimate_loss(model, QUADRATIC, integrate="task+query", batch_size=1500,
                               min_prompts=3000, max_prompts=3000)

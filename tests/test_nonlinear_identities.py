@@ -34,9 +34,6 @@ from nlicl_lib.theory.linearity import (
 )
 from nlicl_lib.theory.predictors import kernel_gd, kernel_ridge, polynomial_kernel, ridge
 from nlicl_lib.training.evaluate import paired_test_loss
-from nlicl_lib.training.one_block import Run, _StackedBlocks, prompt_statistics, train_one_block_runs
-from nlicl_lib.training.stacked import truncate_context
-from nlicl_lib.training.train import TrainConfig, train
 
 F64 = torch.float64
 
@@ -180,41 +177,49 @@ def test_quadratic_form_matrix_is_what_the_glu_writes():
     assert np.allclose((glu.w3 @ hidden).detach().numpy(), glu_slot_features(glu).coefficients)
 
 
-def test_stacked_blocks_predict_like_the_models_on_truncated_contexts():
-    runs = [Run(TaskConfig(kind="poly", input_dim=3, context_length=n, degree=2), seed=s)
-            for n, s in ((10, 0), (40, 1), (20, 2))]
-    models = [build_model(r.model, r.task, seed=r.seed, dtype=F64) for r in runs]
-    stacked = _StackedBlocks(models)
-    prompts = prompts_for(TaskConfig(kind="poly", input_dim=3, context_length=40, degree=2), 32)
-    g0, query = prompt_statistics(prompts, [10, 40, 20])
+GD_FORM_STACKS = [
+    ModelConfig(kind="lsa", attention="sparse", depth=3),
+    ModelConfig(kind="glu-lsa"),
+    ModelConfig(kind="glu-lsa", glu_init="normal"),
+    ModelConfig(kind="glu-lsa", depth=2, feature_slots=4, glu_width=2),
+    ModelConfig(kind="glu-lsa", depth=4, feature_slots=3, glu_width=5),
+]
+
+
+@pytest.mark.parametrize("config", GD_FORM_STACKS, ids=lambda c: f"{c.kind}-L{c.depth}-m{c.feature_slots}")
+def test_the_statistics_forward_is_the_token_forward(config):
+    """``forward_statistics`` (the recursion on g-bar, H and mu(x_{n+1})) against the forward
+    pass over every token, predictions and gradients, in float64, with trained-looking
+    preconditioners (every Gamma drawn at scale 0.3, not the tiny initial one)."""
+    task = TaskConfig(kind="poly", input_dim=3, context_length=12, degree=2, noise_std=0.3)
+    model = build_model(config, task, seed=5, dtype=F64)
     with torch.no_grad():
-        fast = stacked(g0, query.expand(3, *query.shape))
-        for r, (model, n) in enumerate(zip(models, (10, 40, 20), strict=True)):
-            short = truncate_context(prompts, n)
-            direct = model(short.embed(model.feature_slots))
-            assert torch.allclose(fast[r], direct, rtol=1e-12, atol=1e-12)
+        for block in model.blocks:
+            block.lsa.gamma.normal_(0.0, 0.3)
+    prompts = prompts_for(task, 40)
+    assert model.gd_form
+    outputs = []
+    for inputs in (prompts.embed(model.feature_slots), model.prompt_statistics(prompts.x, prompts.y)):
+        model.zero_grad()
+        prediction = model(inputs)
+        ((prediction - prompts.query_label) ** 2).mean().backward()
+        outputs.append((prediction.detach(), [p.grad.clone() for p in model.parameters()]))
+    (tokens, token_grads), (fast, fast_grads) = outputs
+    torch.testing.assert_close(fast, tokens, rtol=1e-12, atol=1e-12)
+    for a, b in zip(fast_grads, token_grads, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
 
 
-def test_joint_training_follows_the_trajectory_of_train():
-    task = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2)
-    config = TrainConfig(steps=15, batch_size=64, learning_rate=0.02, grad_clip=0.5, seed=3)
-    alone = build_model(ModelConfig(kind="glu-lsa"), task, seed=3, dtype=F64)
-    history = train(alone, task, config, progress=False).loss_history
-    joint = train_one_block_runs([Run(task, seed=3), Run(TaskConfig(kind="poly", input_dim=3, context_length=10,
-                                                                    degree=2), seed=3)],
-                                 config, dtype=F64)
-    for a, b in zip(alone.parameters(), joint.models[0].parameters(), strict=True):
-        assert torch.allclose(a, b, rtol=1e-9, atol=1e-11)
-    assert np.allclose(history, joint.training[0].loss_history, rtol=1e-9)
-
-
-def test_joint_training_rejects_models_it_cannot_run():
-    task = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2)
-    with pytest.raises(ConfigError):
-        train_one_block_runs([Run(task, ModelConfig(kind="glu-lsa", depth=2))], TrainConfig(steps=1))
-    with pytest.raises(ConfigError):
-        train_one_block_runs([Run(task, ModelConfig(kind="glu-lsa", activation="silu"))],
-                             TrainConfig(steps=1))
+def test_only_stacks_in_the_gd_form_take_statistics():
+    task = TaskConfig(kind="poly", input_dim=3, context_length=12, degree=3)
+    prompts = prompts_for(task, 4)
+    for config in (ModelConfig(kind="lsa"), ModelConfig(kind="glu-lsa", activation="silu"),
+                   ModelConfig(kind="glu-lsa", depth=2)):  # full P, Q; a gated GLU; GLUs reading slots
+        model = build_model(config, task, dtype=F64)
+        assert not model.gd_form
+        with pytest.raises(ConfigError) as info:
+            model.prompt_statistics(prompts.x, prompts.y)
+        assert info.value.param == "model"
 
 
 # --- baselines: kernel ridge through weighted monomials ------------------------------------

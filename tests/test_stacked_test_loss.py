@@ -1,7 +1,7 @@
-r"""The stacked test loss :func:`nlicl_lib.training.ensemble.ensemble_test_loss`: every member's
-samples equal that member's own loss measured alone on the same test prompts (float64, 1e-10),
-whatever its slots $m$, width $h$ and depth $L$ (the zero padding of the stack adds nothing),
-and the standard error is $\hat s / \sqrt N$ with $\hat s^2 = \frac1N \sum_j (e_j - \bar e)^2$."""
+r"""The one test-loss estimator on several models,
+:func:`nlicl_lib.training.evaluate.paired_test_losses`: every model's samples equal its own loss
+measured alone on the same test prompts (float64, 1e-10), whatever its slots $m$, width $h$ and
+depth $L$, and the standard error is $\hat s / \sqrt N$ with $\hat s^2 = \frac1N \sum_j (e_j - \bar e)^2$."""
 
 from __future__ import annotations
 
@@ -17,8 +17,11 @@ from nlicl_lib.core.seeding import STREAM_TEST
 from nlicl_lib.core.tasks import TaskConfig, sample_prompts
 from nlicl_lib.theory.depth import context_conditional_loss
 from nlicl_lib.theory.values import exact_model_loss
-from nlicl_lib.training.ensemble import ensemble_test_loss
-from nlicl_lib.training.evaluate import conditional_squared_errors, model_predictor
+from nlicl_lib.training.evaluate import (
+    conditional_squared_errors,
+    model_predictor,
+    paired_test_losses,
+)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -38,9 +41,19 @@ def members():
     return models
 
 
+def ensemble_test_loss(models, task, num_prompts, batch_size, seed=0, integrate="task+query",
+                       return_samples=False):
+    """Means and standard errors of ``paired_test_losses`` as arrays (and the samples)."""
+    losses, samples = paired_test_losses(models, task, num_prompts, seed, batch_size=batch_size,
+                                         integrate=integrate, return_samples=True)
+    mean = np.array([loss.mean for loss in losses])
+    error = np.array([loss.std_error for loss in losses])
+    return (mean, error, samples) if return_samples else (mean, error)
+
+
 @torch.no_grad()
 def _own(sample_one, num_prompts: int = NUM_PROMPTS, seed: int = 0) -> np.ndarray:
-    """One member's samples on the test stream, drawn in the batches ensemble_test_loss uses."""
+    """One member's samples on the test stream, drawn in the batches of the estimator."""
     out, drawn, step = [], 0, 0
     while drawn < num_prompts:
         size = min(BATCH, num_prompts - drawn)
@@ -107,9 +120,3 @@ def test_an_unknown_integration_is_refused(members):
     with pytest.raises(ConfigError) as error:
         ensemble_test_loss(members, TASK, 100, 100, integrate="query")
     assert error.value.param == "integrate"
-
-
-def test_a_member_that_is_no_gd_form_stack_is_refused():
-    lsa = build_model(ModelConfig(kind="lsa"), TASK, dtype=torch.float64)
-    with pytest.raises(ConfigError):
-        ensemble_test_loss([lsa], TASK, 100, 100, integrate="none")

@@ -24,7 +24,7 @@ import sympy
 from nlicl_lib.core.errors import ConfigError
 from nlicl_lib.core.monomials import PolyMap, moment_matrix, squared_norm
 from nlicl_lib.core.tasks import TaskConfig
-from nlicl_lib.experiments.sweeps import context_length_grid
+from nlicl_lib.experiments.ch3_studies import context_length_grid
 from nlicl_lib.theory import closed_forms
 from nlicl_lib.theory.constructions import polynomial_kernel_gamma
 

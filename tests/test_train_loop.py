@@ -190,8 +190,9 @@ def test_an_infinite_loss_is_reported_at_its_step(monkeypatch, bad):
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_models_trained_together_take_the_steps_they_take_alone(dtype):
-    """Three GLU-LSA models, two of one shape (different seeds and label noise: one pass per
-    step over both) and a deeper one (its own group), trained together and each alone: the same
+    """Three GLU-LSA models in the GD form, two of one shape (different seeds and label noise:
+    one pass per step over both) and a deeper one (its own pass over the same statistics), all
+    in one group, trained together and each alone: the same
     losses and weights (measured on one thread: equal to the last bit, in both dtypes; held to
     these tolerances, since the stacked products may sum in another order elsewhere)."""
     tasks = [TaskConfig(kind="poly", input_dim=2, context_length=10, degree=2, noise_std=s)
@@ -203,7 +204,7 @@ def test_models_trained_together_take_the_steps_they_take_alone(dtype):
     together = [build_model(c, t, seed=k.seed, dtype=dtype)
                 for c, t, k in zip(shapes, tasks, configs, strict=True)]
     results = train(together, tasks, configs, progress=False)
-    assert [r.trained_with for r in results] == [2, 2, 1]
+    assert [r.trained_with for r in results] == [3, 3, 3]
     for model, result, shape, task, config in zip(together, results, shapes, tasks, configs,
                                                   strict=True):
         alone = build_model(shape, task, seed=config.seed, dtype=dtype)

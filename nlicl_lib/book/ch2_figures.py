@@ -23,8 +23,7 @@ from nlicl_lib.core.book_refs import ref
 from nlicl_lib.core.errors import ConfigError
 from nlicl_lib.core.tables import ResultTable
 from nlicl_lib.core.tasks import TaskConfig
-from nlicl_lib.experiments.ch2_studies import LinearReferences
-from nlicl_lib.experiments.sweeps import TrainedModel
+from nlicl_lib.experiments.ch2_studies import LinearReferences, TrainedModel
 from nlicl_lib.theory import closed_forms
 from nlicl_lib.theory.linearity import LineProbe
 from nlicl_lib.training.evaluate import PairedLoss

@@ -22,12 +22,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import torch
 from torch import nn
 
 from nlicl_lib.core.errors import ConfigError, check_choice, check_float, check_int
-from nlicl_lib.core.monomials import monomial_count
+from nlicl_lib.core.monomials import (
+    evaluate_monomials,
+    monomial_count,
+    monomial_exponents,
+    quadratic_form_matrix,
+)
 from nlicl_lib.core.seeding import seed_everything
 from nlicl_lib.core.tasks import TaskConfig
 
@@ -215,12 +221,49 @@ class Block(nn.Module):
         return self.lsa(self.features(z))
 
 
+class PromptStatistics(NamedTuple):
+    r"""All that a GD-form stack reads of a batch of prompts
+    (:meth:`InContextRegressor.forward_statistics`). With $\mu = (x; \phi_2(x))$, the inputs
+    and their degree-2 monomials ($\mu = x$ for attention alone):
+    ``mean_feature`` $\bar g = \frac1n \sum_{i \le n} y_i\,\mu(x_i)$, ``(batch, K)``;
+    ``moment`` $H = \frac1n \sum_{i \le n} \mu(x_i)\mu(x_i)^\top$, ``(batch, K, K)`` (empty,
+    ``(batch, 0, 0)``, where only one block reads them: it does not need $H$);
+    ``query`` $\mu(x_{n+1})$, ``(batch, K)``."""
+
+    mean_feature: torch.Tensor
+    moment: torch.Tensor
+    query: torch.Tensor
+
+
+def gd_steps(statistics: PromptStatistics, preconditioners: torch.Tensor) -> torch.Tensor:
+    r"""$L$ steps of preconditioned GD on $\mu$ from the prompts' statistics, and the query's
+    prediction: with $\theta_0 = 0$, $\theta_\ell = \theta_{\ell-1} + A_\ell\,(\bar g -
+    H\theta_{\ell-1})$ and $\hat y = \mu(x_{n+1})^\top \theta_L$. Every label of the
+    stream stays $y_i - \mu(x_i)^\top \theta_\ell$.
+
+    ``preconditioners``: $A_1, \dots, A_L$, ``(..., L, K, K)``; leading axes (models) broadcast
+    against the statistics' (``(batch, K)``, or ``(..., batch, K)`` per model). A zero $A_\ell$
+    leaves $\theta$ exactly as it was. Returns ``(..., batch)``."""
+    mean_feature, moment, query = statistics
+    theta = None
+    for layer in range(preconditioners.shape[-3]):
+        # H theta as one broadcast product (a matmul here would run one tiny product per prompt)
+        residual = mean_feature if theta is None else (
+            mean_feature - (moment * theta.unsqueeze(-2)).sum(-1))
+        change = residual @ preconditioners[..., layer, :, :].transpose(-1, -2)
+        theta = change if theta is None else theta + change
+    return (theta * query).sum(-1)
+
+
 class InContextRegressor(nn.Module):
     r"""A stack of blocks reading out $\hat y = -[Z_L]_{D,\,n+1}$.
 
     ``forward(z)`` returns ``(batch,)`` predictions, computing only the query's label entry in
     the last attention layer. ``forward(z, return_stream=True)`` also returns the residual
     stream: a dict ``{"embed": Z_0, "block1.glu": ..., "block1": Z_1, ...}`` of full tensors.
+    ``forward(statistics)``, with the :class:`PromptStatistics` of the prompts
+    (:meth:`prompt_statistics`), is the same function through :meth:`forward_statistics`, for
+    stacks in the GD form (:attr:`gd_form`).
     """
 
     def __init__(self, blocks: list[Block], input_dim: int, feature_slots: int):
@@ -236,8 +279,75 @@ class InContextRegressor(nn.Module):
     def extra_repr(self) -> str:
         return f"input_dim={self.input_dim}, feature_slots={self.feature_slots}"
 
-    def forward(self, z: torch.Tensor, return_stream: bool = False
+    @property
+    def gd_form(self) -> bool:
+        """Every attention layer sparse (the value is the label) and every GLU bilinear, reading
+        $x$ and writing the slots: the stacks :meth:`forward_statistics` computes."""
+        return all(block.lsa.attention == "sparse" and (
+            block.glu is None or (block.glu.reads == "x" and block.glu.writes == "slots"
+                                  and block.glu.activation == "none"))
+            for block in self.blocks)
+
+    def prompt_statistics(self, x: torch.Tensor, y: torch.Tensor, moment: bool | None = None
+                          ) -> PromptStatistics:
+        r"""$\bar g$, $H$ and $\mu(x_{n+1})$ of the prompts with inputs ``x`` ``(batch, n + 1,
+        d)`` and labels ``y`` ``(batch, n + 1)`` (the query's label is not read); $\mu = (x;
+        \phi_2(x))$ when the stack has GLUs, else $x$. They do not depend on the weights.
+        ``moment``: whether to compute $H$ (default: when the stack has more than one block)."""
+        if not self.gd_form:
+            raise ConfigError("model", self.extra_repr(), "a stack in the GD form (sparse "
+                              "attention, bilinear GLUs reading x and writing the slots)")
+        n = x.shape[1] - 1
+        degrees = [1, 2] if any(block.glu is not None for block in self.blocks) else [1]
+        mu = evaluate_monomials(x, monomial_exponents(self.input_dim, degrees))
+        context = mu[:, :n]
+        mean_feature = torch.einsum("bi,bik->bk", y[:, :n], context) / n
+        # one block reads no H (theta_1 = A_1 g-bar): an empty one saves its O(n K^2)
+        if self.depth > 1 if moment is None else moment:
+            second = context.transpose(1, 2) @ context / n
+        else:
+            second = context.new_zeros(x.shape[0], 0, 0)
+        return PromptStatistics(mean_feature, second, mu[:, n])
+
+    @property
+    def statistics_size(self) -> int:
+        r"""$K$, the size of $\mu$: $d + p_2$ for a stack with GLUs, else $d$."""
+        glus = any(block.glu is not None for block in self.blocks)
+        return self.input_dim + (monomial_count(self.input_dim, 2) if glus else 0)
+
+    def preconditioners(self) -> torch.Tensor:
+        r"""$A_\ell = \tilde C_\ell^\top \Gamma_\ell \tilde C_\ell$ of every block of a stack
+        in the GD form, ``(L, K, K)``: block $\ell$'s step on $\mu = (x; \phi_2)$
+        (:meth:`forward_statistics`). Block $\ell$'s GLU adds $C_\ell\,\phi_2(x)$ to the
+        slots ($C_\ell = W_3 U_\ell$, row $u$ of $U_\ell$ the coefficients of $(a_u^\top
+        x)(b_u^\top x)$), so its features are $\psi_\ell = \tilde C_\ell\,\mu$ with
+        $\tilde C_\ell = \mathrm{blkdiag}(I_d, \sum_{\ell' \le \ell} C_{\ell'})$."""
+        d, m = self.input_dim, self.feature_slots
+        gamma = self.blocks[0].lsa.gamma
+        slots = gamma.new_zeros(m, self.statistics_size - d)  # the sum of the C_l so far
+        top = torch.cat([torch.eye(d, dtype=gamma.dtype, device=gamma.device),
+                         slots.new_zeros(d, slots.shape[1])], dim=1)
+        steps = []
+        for block in self.blocks:
+            if block.glu is not None:
+                glu = block.glu
+                slots = slots + glu.w3 @ quadratic_form_matrix(glu.w1, glu.w2, d)
+            lift = torch.cat([top, torch.cat([slots.new_zeros(m, d), slots], dim=1)])
+            steps.append(lift.T @ block.lsa.gamma @ lift)
+        return torch.stack(steps)
+
+    def forward_statistics(self, statistics: PromptStatistics) -> torch.Tensor:
+        r"""The predictions of a stack in the GD form (:attr:`gd_form`) from the prompts'
+        statistics alone, in $O(K^2)$ per prompt and block whatever $n$ (chapter 5 derives it):
+        :func:`gd_steps` with the stack's :meth:`preconditioners`."""
+        return gd_steps(statistics, self.preconditioners())
+
+    def forward(self, z: torch.Tensor | PromptStatistics, return_stream: bool = False
                 ) -> torch.Tensor | tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        if isinstance(z, PromptStatistics):
+            if return_stream:
+                raise ConfigError("return_stream", True, "False: statistics carry no tokens")
+            return self.forward_statistics(z)
         stream: dict[str, torch.Tensor] = {"embed": z}
         for index, block in enumerate(self.blocks, start=1):
             if block.glu is not None:

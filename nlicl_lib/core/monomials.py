@@ -117,17 +117,33 @@ def _factor_indices_cached(data: bytes, shape: tuple[int, int]) -> np.ndarray:
 
 def evaluate_monomials(x: torch.Tensor, exponents: np.ndarray) -> torch.Tensor:
     r"""$m(x) = (x^\alpha)_\alpha$: shape ``(..., d)`` in, ``(..., count)`` out."""
+    return monomial_rows(x, exponents).movedim(0, -1).contiguous()
+
+
+def monomial_rows(x: torch.Tensor, exponents: np.ndarray) -> torch.Tensor:
+    r"""The monomials $x^\alpha$ of :func:`evaluate_monomials` as rows: ``(count, ...)``.
+
+    Each monomial is its longest listed prefix times one variable ($x_1^2 x_2 = (x_1 x_1)\,
+    x_2$), every product computed once: the same numbers as multiplying the factors left to
+    right, with one product per monomial instead of one per factor."""
     exponents = np.asarray(exponents)
     if exponents.shape[0] == 0:
-        return x.new_zeros(x.shape[:-1] + (0,))
-    index = torch.as_tensor(_factor_indices(exponents), device=x.device)
-    # variables first: selecting whole rows is several times faster than gathering along the
-    # last axis of a (batch, tokens, d) tensor
-    padded = torch.cat([x, torch.ones_like(x[..., :1])], dim=-1).movedim(-1, 0).contiguous()
-    out = padded.index_select(0, index[:, 0])
-    for r in range(1, index.shape[1]):
-        out = out * padded.index_select(0, index[:, r])
-    return out.movedim(0, -1).contiguous()
+        return x.new_zeros((0,) + x.shape[:-1])
+    d = x.shape[-1]
+    variables = x.movedim(-1, 0).contiguous()  # (d, ...): selecting rows is fast
+    products: dict[tuple[int, ...], torch.Tensor] = {}
+    rows = []
+    for index in _factor_indices(exponents):
+        factors = tuple(int(j) for j in index if j < d)
+        if not factors:
+            rows.append(torch.ones_like(variables[0]))
+            continue
+        for r in range(1, len(factors) + 1):
+            if factors[:r] not in products:
+                last = variables[factors[r - 1]]
+                products[factors[:r]] = last if r == 1 else products[factors[: r - 1]] * last
+        rows.append(products[factors])
+    return torch.stack(rows)
 
 
 @dataclass(frozen=True)
@@ -256,11 +272,12 @@ def weighted_second_moment(weight: PolyMap, f: PolyMap, g: PolyMap | None = None
     return f.coefficients @ total @ g.coefficients.T
 
 
-def quadratic_pairs(input_dim: int) -> list[tuple[int, int]]:
+@lru_cache(maxsize=64)
+def quadratic_pairs(input_dim: int) -> tuple[tuple[int, int], ...]:
     r"""The index pair $(j, l)$, $j \le l$, of each degree-2 monomial $x_j x_l$, in
     :func:`monomial_exponents` order: the one decoding of the quadratic monomials."""
-    return [(int(np.flatnonzero(a)[0]), int(np.flatnonzero(a)[-1]))
-            for a in monomial_exponents(input_dim, [2])]
+    return tuple((int(np.flatnonzero(a)[0]), int(np.flatnonzero(a)[-1]))
+                 for a in monomial_exponents(input_dim, [2]))
 
 
 def quadratic_form_matrix(w1: torch.Tensor, w2: torch.Tensor, input_dim: int) -> torch.Tensor:

@@ -11,7 +11,7 @@ import numpy as np
 
 from nlicl_lib.core.device import DeviceLike
 from nlicl_lib.core.errors import ConfigError, check_int
-from nlicl_lib.core.models import ModelConfig
+from nlicl_lib.core.models import ModelConfig, build_model
 from nlicl_lib.core.monomials import monomial_count
 from nlicl_lib.core.tasks import TaskConfig
 from nlicl_lib.theory.capacity import (
@@ -25,8 +25,7 @@ from nlicl_lib.theory.capacity import (
 )
 from nlicl_lib.theory.closed_forms import null_loss
 from nlicl_lib.theory.values import exact_model_loss
-from nlicl_lib.training.ensemble import train_ensemble
-from nlicl_lib.training.train import TrainConfig
+from nlicl_lib.training.train import TrainConfig, train
 
 
 @dataclass
@@ -61,9 +60,10 @@ class CapacitySweep:
 def capacity_sweep(task: TaskConfig, slot_values: Iterable[int], width_values: Iterable[int],
                    train_config: TrainConfig, device: DeviceLike = "cpu",
                    progress: bool | None = None) -> CapacitySweep:
-    r"""Train every single block of the two sweeps in one ensemble
-    (:func:`nlicl_lib.training.ensemble.train_ensemble`; a block appearing in both is trained once) and
-    compute its references."""
+    r"""Train every single block of the two sweeps at once on the same prompts
+    (:func:`~nlicl_lib.training.train.train`, each from ``build_model`` with
+    ``train_config.seed``; a block appearing in both is trained once) and compute its
+    references."""
 
     check_capacity_task(task)
     p2 = monomial_count(task.input_dim, 2)
@@ -72,12 +72,10 @@ def capacity_sweep(task: TaskConfig, slot_values: Iterable[int], width_values: I
     shapes = {("slots", m): (m, max(m, p2)) for m in slot_values}
     shapes.update({("width", h): (max(h, p2), h) for h in width_values})
     unique = sorted(set(shapes.values()))
-    configs = [ModelConfig(kind="glu-lsa", feature_slots=m, glu_width=h) for m, h in unique]
-    result = train_ensemble(task, configs, train_config, device=device, progress=progress)
-    by_shape = {shape: k for k, shape in enumerate(unique)}
-    models = {key: result.models[by_shape[shape]] for key, shape in shapes.items()}
+    trained, results, seconds = _train_blocks(task, unique, train_config, device, progress)
+    models = {key: trained[shape] for key, shape in shapes.items()}
     losses = {key: exact_model_loss(model, task) for key, model in models.items()}
-    history = {key: result.loss_history[by_shape[shape]] for key, shape in shapes.items()}
+    history = {key: results[shape].loss_history for key, shape in shapes.items()}
     return CapacitySweep(
         task, slot_values, width_values,
         {m: losses[("slots", m)] for m in slot_values},
@@ -88,8 +86,21 @@ def capacity_sweep(task: TaskConfig, slot_values: Iterable[int], width_values: I
         history,
         best_coordinate_subset(task, p2).loss,
         best_coordinate_subset(task, 0).loss,
-        null_loss(task), result.seconds, result.device, models,
+        null_loss(task), seconds, next(iter(results.values())).device, models,
     )
+
+
+def _train_blocks(task: TaskConfig, shapes: list[tuple[int, int]], train_config: TrainConfig,
+                  device: DeviceLike, progress: bool | None
+                  ) -> tuple[dict[tuple[int, int], object], dict[tuple[int, int], object], float]:
+    """One block per ``(slots, width)`` of ``shapes``, trained at once on the same prompts:
+    the models, their training records and the wall time."""
+    models = [build_model(ModelConfig(kind="glu-lsa", feature_slots=m, glu_width=h), task, device,
+                          seed=train_config.seed) for m, h in shapes]
+    start = time.perf_counter()
+    results = train(models, task, train_config, device, progress)
+    seconds = time.perf_counter() - start
+    return dict(zip(shapes, models, strict=True)), dict(zip(shapes, results, strict=True)), seconds
 
 
 @dataclass(frozen=True)
@@ -132,7 +143,7 @@ class SaturationCurve:
 @dataclass(frozen=True)
 class SaturationSweep:
     r"""``curves[d]``: a :class:`SaturationCurve` per input dimension; the seconds spent on the
-    exact references and on training (all blocks of one $d$ train as one ensemble), and the
+    exact references and on training (all blocks of one $d$ train together), and the
     device they trained on."""
 
     curves: dict[int, SaturationCurve]
@@ -171,7 +182,7 @@ def saturation_sweep(input_dims: Sequence[int], context_lengths: Sequence[int], 
 
     ``trained_sizes(p2)`` (default $1$, $\lceil p_2/2 \rceil$, $p_2$) lists the sizes trained
     in both sweeps (slots $m$ with $h = \max(m, p_2)$; widths $h$ with $m = \max(h, p_2)$); for
-    each $d$ the blocks train together in one :func:`nlicl_lib.training.ensemble.train_ensemble` under
+    each $d$ the blocks train together (:func:`~nlicl_lib.training.train.train`) under
     ``train_config``, and their test loss is the exact $\mathcal L(\Gamma)$ of Theorem 9
     (thm-feature-optimum) at their own features and $\Gamma$
     (:func:`nlicl_lib.theory.values.exact_model_loss`). ``train_config=None`` trains nothing (the
@@ -203,15 +214,13 @@ def saturation_sweep(input_dims: Sequence[int], context_lengths: Sequence[int], 
         shapes = {("slots", v): (v, max(v, p2)) for v in sizes}
         shapes.update({("width", v): (max(v, p2), v) for v in sizes})
         unique = sorted(set(shapes.values()))
-        configs = [ModelConfig(kind="glu-lsa", feature_slots=m, glu_width=h) for m, h in unique]
         trained = {}
-        if configs:
-            result = train_ensemble(task, configs, train_config, device=device,
-                                    progress=progress)
-            train_seconds += result.seconds
-            device_name = result.device
+        if unique:
+            models, results, seconds = _train_blocks(task, unique, train_config, device, progress)
+            train_seconds += seconds
+            device_name = next(iter(results.values())).device
             trained = {shape: float(exact_model_loss(model, task) / norm)
-                       for shape, model in zip(unique, result.models, strict=True)}
+                       for shape, model in models.items()}
         curves[d] = SaturationCurve(
             task, p2, {m: float(slots[m].loss / norm) for m in sorted(slots)},
             {h: float(widths[h].loss / norm) for h in sorted(widths)},

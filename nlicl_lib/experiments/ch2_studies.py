@@ -18,19 +18,34 @@ from dataclasses import dataclass
 import torch
 
 from nlicl_lib.core.errors import ConfigError, check_int
-from nlicl_lib.core.models import ModelConfig
+from nlicl_lib.core.models import InContextRegressor, ModelConfig, build_model
 from nlicl_lib.core.tasks import TaskConfig
-from nlicl_lib.experiments import baselines, sweeps
+from nlicl_lib.experiments import baselines
 from nlicl_lib.theory import closed_forms, predictors
+from nlicl_lib.theory.values import TheoryValues, theory_values
 from nlicl_lib.training.evaluate import PairedLoss, paired_test_loss
+from nlicl_lib.training.settings import default_train_config
+from nlicl_lib.training.train import TrainResult, train
+
+
+@dataclass
+class TrainedModel:
+    """One trained model of a sweep with its paired test loss and what theory says."""
+
+    task: TaskConfig
+    model_config: ModelConfig
+    model: InContextRegressor
+    training: TrainResult
+    test: PairedLoss
+    theory: TheoryValues
 
 
 @dataclass
 class StackSweep:
-    """``trained[form_label, task_name, L]``: the :class:`~nlicl_lib.experiments.sweeps.TrainedModel`
-    of each run, in the order of training; ``seconds``: wall time of training and testing them."""
+    """``trained[form_label, task_name, L]``: the :class:`TrainedModel` of each run, in the
+    order of training; ``seconds``: wall time of training and testing them."""
 
-    trained: dict[tuple[str, str, int], sweeps.TrainedModel]
+    trained: dict[tuple[str, str, int], TrainedModel]
     seconds: float
 
     @property
@@ -42,21 +57,29 @@ class StackSweep:
 def train_lsa_stacks(tasks: Mapping[str, TaskConfig], forms: Mapping[str, str], depths: Sequence[int],
                      steps: int, batch_size: int, test_prompts: int, seed: int = 0) -> StackSweep:
     r"""Train an LSA of every depth $L$ in ``depths``, attention form ``forms[label]`` (``"full"`` or
-    ``"sparse"``) and task ``tasks[name]`` with the default settings (peak rate divided by $L$) and
-    ``steps`` steps of ``batch_size`` prompts (:func:`~nlicl_lib.experiments.sweeps.train_models`),
-    each then measured on the same ``test_prompts`` test prompts."""
+    ``"sparse"``) and task ``tasks[name]`` with the default settings (peak rate divided by $L$),
+    ``steps`` steps of ``batch_size`` prompts, all at once
+    (:func:`~nlicl_lib.training.train.train`), each then measured on the same ``test_prompts``
+    test prompts (:func:`~nlicl_lib.training.evaluate.paired_test_loss`)."""
     if not tasks or not forms or not depths:
         raise ConfigError("tasks, forms, depths", (len(tasks), len(forms), len(depths)),
                           "at least one of each")
     depths = [check_int("depths", L, minimum=1) for L in depths]
     keys = [(form, name, depth) for form in forms for name in tasks for depth in depths]
+    runs = [(tasks[name], ModelConfig(kind="lsa", depth=depth, attention=forms[form]))
+            for form, name, depth in keys]
     start = time.perf_counter()
-    trained_list = sweeps.train_models(
-        [tasks[name] for _, name, _ in keys],
-        [ModelConfig(kind="lsa", depth=depth, attention=forms[form]) for form, _, depth in keys],
-        seed=seed, steps=steps, batch_size=batch_size, test_prompts=test_prompts)
-    seconds = time.perf_counter() - start
-    return StackSweep(dict(zip(keys, trained_list, strict=True)), seconds)
+    models = [build_model(config, task, seed=seed) for task, config in runs]
+    results = train(models, [task for task, _ in runs],
+                    [default_train_config(task, config, seed=seed, steps=steps,
+                                          batch_size=batch_size) for task, config in runs],
+                    progress=False)
+    trained = {key: TrainedModel(task, config, model, result,
+                                 paired_test_loss(model, task, test_prompts, seed),
+                                 theory_values(task, config))
+               for key, (task, config), model, result in zip(keys, runs, models, results,
+                                                              strict=True)}
+    return StackSweep(trained, time.perf_counter() - start)
 
 
 @dataclass

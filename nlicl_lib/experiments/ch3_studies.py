@@ -1,7 +1,8 @@
 r"""Chapter 3's training and baselines: one GLU-LSA block ($m = h = p_2$) trained on polynomial
 tasks, each run's exact test loss, and tuned kernel ridge regression.
 
-All blocks of the page train together (:func:`~nlicl_lib.training.one_block.train_one_block_runs`):
+All blocks of the page train together (:func:`~nlicl_lib.training.train.train`: the blocks of one
+context length in one pass per step over the statistics of their prompts):
 
 - the **grid**: every target degree $k$ and context length $n$, several seeds, ``"large"``
   GLU initialisation, prompts from data seed 0;
@@ -17,45 +18,70 @@ on $(x; s(x))$ with its own $\Gamma$ and Theorem thm-feature-optimum gives its l
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from nlicl_lib.core.errors import ConfigError
-from nlicl_lib.core.models import InContextRegressor, ModelConfig
+from nlicl_lib.core.models import InContextRegressor, ModelConfig, build_model
 from nlicl_lib.core.tables import ResultTable
 from nlicl_lib.core.tasks import TaskConfig
 from nlicl_lib.experiments.baselines import TunedRidge, tuned_kernel_ridge
 from nlicl_lib.theory import closed_forms, values
-from nlicl_lib.training.one_block import Run, SweepResult, train_one_block_runs
-from nlicl_lib.training.train import TrainConfig
+from nlicl_lib.training.train import TrainConfig, TrainResult, train
 
 GLU_INITS = ("small", "normal", "large")
 """The GLU initialisations of ``ModelConfig.glu_init`` the page compares."""
+
+
+def context_length_grid(smallest: int = 10, largest: int = 160) -> list[int]:
+    """Doubling context lengths from ``smallest`` to ``largest`` (10, 20, 40, 80, 160)."""
+    grid, n = [], smallest
+    while n <= largest:
+        grid.append(n)
+        n *= 2
+    return grid
 
 
 def _task(degree: int, context_length: int, input_dim: int = 3) -> TaskConfig:
     return TaskConfig(kind="poly", input_dim=input_dim, context_length=context_length, degree=degree)
 
 
+@dataclass(frozen=True)
+class Run:
+    """One block of the study: its ``task`` and ``model``, the seed of its initial weights
+    (``seed``) and of its training prompts (``data_seed``)."""
+
+    task: TaskConfig
+    model: ModelConfig
+    seed: int
+    data_seed: int
+
+
 @dataclass
 class GluKernelStudy:
     """The page's trained blocks: ``grid_runs``, ``init_runs`` and ``exercise_runs`` in this
-    order in ``sweep`` (``sweep.models``), and ``exact``: each run's exact test loss."""
+    order in ``models`` and ``training``; ``exact``: each run's exact test loss; ``seconds``:
+    the wall time of training them all."""
 
     grid_runs: list[Run]
     init_runs: list[Run]
     exercise_runs: list[Run]
-    sweep: SweepResult
+    models: list[InContextRegressor]
+    training: list[TrainResult]
     exact: list[float]
+    seconds: float
+    device: str
 
     @property
     def runs(self) -> list[Run]:
         return self.grid_runs + self.init_runs + self.exercise_runs
 
     def _part(self, start: int, stop: int) -> list[tuple[Run, InContextRegressor, float]]:
-        return list(zip(self.runs[start:stop], self.sweep.models[start:stop], self.exact[start:stop], strict=True))
+        return list(zip(self.runs[start:stop], self.models[start:stop], self.exact[start:stop],
+                        strict=True))
 
     def grid(self) -> dict[tuple[int, int], list[float]]:
         r"""Test loss / $\mathbb E[y^2]$ of each grid run, keyed ``(degree, context_length)``, one
@@ -106,12 +132,17 @@ def train_glu_kernel_study(quadratic: TaskConfig, contexts: Sequence[int], degre
     init_runs = [Run(quadratic, ModelConfig(kind="glu-lsa", glu_init=init), seed=s, data_seed=0)
                  for init in inits for s in init_seeds]
     # Exercise 3.2's settings: initialisation and prompts both from seed 1
-    exercise_runs = [Run(quadratic, ModelConfig(kind="glu-lsa", glu_init=init), seed=1)
+    exercise_runs = [Run(quadratic, ModelConfig(kind="glu-lsa", glu_init=init), seed=1, data_seed=1)
                      for init in inits]
     runs = grid_runs + init_runs + exercise_runs
-    sweep = train_one_block_runs(runs, config)
-    exact = [values.exact_model_loss(model, run.task) for run, model in zip(runs, sweep.models, strict=True)]
-    return GluKernelStudy(grid_runs, init_runs, exercise_runs, sweep, exact)
+    models = [build_model(run.model, run.task, seed=run.seed) for run in runs]
+    start = time.perf_counter()
+    training = train(models, [run.task for run in runs],
+                     [replace(config, seed=run.data_seed) for run in runs], progress=False)
+    seconds = time.perf_counter() - start
+    exact = [values.exact_model_loss(model, run.task) for run, model in zip(runs, models, strict=True)]
+    return GluKernelStudy(grid_runs, init_runs, exercise_runs, models, training, exact, seconds,
+                          training[0].device)
 
 
 def kernel_ridge_sweep(degrees: Sequence[int], contexts: Sequence[int], test_prompts: int = 10000,

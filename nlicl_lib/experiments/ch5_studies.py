@@ -183,7 +183,7 @@ class CubicStudy:
 
 def cubic_study(task: TaskConfig, slots: int, train_config: TrainConfig, test_prompts: int,
                 fit_contexts: int, test_contexts: int, batch_size: int) -> CubicStudy:
-    r"""Train stacks of 1 and 2 blocks with ``slots`` on the cubic ``task`` in one ensemble
+    r"""Train stacks of 1 and 2 blocks with ``slots`` on the cubic ``task`` together
     (:func:`~nlicl_lib.experiments.depth_sweep.depth_sweep`, the second GLU reads the slots),
     then the greedy reference on the schedule (quadratics, cubics) and the two exact one-step
     optima (Theorem 9 (thm-feature-optimum)) on $(x; \phi_2)$ and on all monomials."""

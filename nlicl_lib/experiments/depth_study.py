@@ -1,7 +1,7 @@
 r"""Chapter 5's depth study: trained stacks of depth 1 to 8 against the greedy block-coordinate
 reference, precomputed into a small data file (training the stacks takes minutes on a CPU).
 
-Each study fixes a noise-free quadratic task and trains, in one ensemble, GLU-LSA stacks of every
+Each study fixes a noise-free quadratic task and trains, together, GLU-LSA stacks of every
 ``(slots, depth)`` pair (GLUs read $x$, width $h = m$, sparse attention;
 :func:`nlicl_lib.experiments.depth_sweep.depth_sweep`). Next to them it stores, for every slot count $m$, the greedy
 reference of Proposition 15 (prop-greedy-reference) on the monomial schedule
@@ -144,7 +144,7 @@ def run_study(name: str, parts: tuple[str, ...] = PARTS, device: str = "cpu",
         out["trained"] = {
             key: {"slots": m, "depth": L, "loss": sweep.loss[key],
                   "std_error": sweep.std_error[key], "worst_share": sweep.worst_share[key],
-                  "parameters": sweep.parameters[key], "diverged": sweep.diverged[key],
+                  "parameters": sweep.parameters[key],
                   "exact": sweep.exact.get(key),
                   # the batch-loss curve, mean of every 25 steps
                   "history": np.asarray(sweep.history[key])[: len(sweep.history[key]) // window

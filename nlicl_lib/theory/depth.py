@@ -29,12 +29,11 @@ both). Both assumptions are needed: with full $P_\ell, Q_\ell$ the identity fail
   (thm-feature-optimum); later blocks from Monte Carlo context moments), so its loss can only
   fall with depth; with $m \ge p_2$ it is $L$ steps of kernel GD. Losses given the context are
   closed forms in the context's empirical moments, the task and query integrated out exactly.
-- :func:`reference_model`: the recursion as a constructed stack; :func:`depth_sweep`: trained
-  stacks of several shapes in one ensemble.
+- :func:`reference_model`: the recursion as a constructed stack.
 - :func:`stack_slot_features`, :func:`stack_as_bcd`: read a trained (or constructed) stack as
   the recursion it computes, its features as exact polynomials of $x$.
 - :func:`context_conditional_loss`: the test loss given the context, task and query
-  integrated out exactly, the samples of every test loss in :func:`depth_sweep`.
+  integrated out exactly, the samples of every test loss of the depth sweeps.
 """
 
 from __future__ import annotations

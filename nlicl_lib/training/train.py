@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch.func import functional_call, stack_module_state, vmap
 
+from nlicl_lib.core.device import describe_device
 from nlicl_lib.core.errors import (
     ConfigError,
     ForwardOverflowError,
@@ -28,9 +29,9 @@ from nlicl_lib.core.errors import (
     check_float,
     check_int,
 )
-from nlicl_lib.core.models import InContextRegressor
+from nlicl_lib.core.models import InContextRegressor, PromptStatistics, gd_steps
 from nlicl_lib.core.progress import Progress
-from nlicl_lib.core.tasks import TaskConfig, sample_prompts
+from nlicl_lib.core.tasks import Prompts, TaskConfig, sample_prompts
 from nlicl_lib.theory.closed_forms import null_loss
 
 SCHEDULES = ("constant", "onecycle", "cosine")
@@ -87,7 +88,8 @@ class TrainConfig:
 @dataclass
 class TrainResult:
     """``loss_history[t]``: the batch loss at step t (unnormalised); ``null_loss``: E[y^2];
-    ``seconds``: the wall time of the training (shared with the models trained at once)."""
+    ``seconds``: the wall time of the training (shared with the models trained at once);
+    ``device``: where it ran, with its torch threads (``"cpu (1 thread)"``)."""
 
     loss_history: np.ndarray
     null_loss: float
@@ -249,7 +251,10 @@ def train(
     device = torch.device(device)
     groups: dict[tuple, list[int]] = {}
     for e, (model, member_task, member_config) in enumerate(zip(members, tasks, configs, strict=True)):
-        key = (architecture(model), next(model.parameters()).dtype, member_task.input_dim,
+        # stacks in the GD form share one group whatever their shapes (they read the same
+        # statistics); the others are grouped by architecture, groups side by side
+        key = (("gd form", model.statistics_size) if model.gd_form else architecture(model),
+               next(model.parameters()).dtype, member_task.input_dim,
                member_task.context_length, replace(member_config, seed=0))
         groups.setdefault(key, []).append(e)
     results: list[TrainResult | None] = [None] * len(members)
@@ -267,8 +272,16 @@ def train(
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
+        # the costliest groups first, so that the last to finish is a cheap one; the cost of
+        # a step grows with the tokens it samples (streams times n + 1) and with the models
+        def cost(indices: list[int]) -> tuple[int, int]:
+            streams = {(tasks[e], configs[e].seed) for e in indices}
+            return (len(streams) * (tasks[indices[0]].context_length + 1), len(indices))
+
         with ThreadPoolExecutor(min(os.cpu_count() or 1, len(groups))) as pool:
-            for job in [pool.submit(run, indices, False) for indices in groups.values()]:
+            jobs = [pool.submit(run, indices, False)
+                    for indices in sorted(groups.values(), key=cost, reverse=True)]
+            for job in jobs:
                 job.result()
     finally:
         torch.set_num_threads(threads)
@@ -283,31 +296,89 @@ def _one_per_model(name: str, value: object, kind: type, count: int) -> list:
     return values
 
 
+class _Preconditioners(torch.nn.Module):
+    """A stack's :meth:`~nlicl_lib.core.models.InContextRegressor.preconditioners` as the
+    forward pass of a module, for ``torch.func.functional_call``."""
+
+    def __init__(self, model: InContextRegressor):
+        super().__init__()
+        self.model = model
+
+    def forward(self) -> torch.Tensor:
+        return self.model.preconditioners()
+
+
+class _Members:
+    """Models of one architecture in a group, their weights stacked (``torch.func``'s recipe):
+    :meth:`compute` maps the models' forward pass (or, for the GD form, their
+    preconditioners) over them, or calls it once for a single model."""
+
+    def __init__(self, models: list[InContextRegressor], indices: list[int], gd_form: bool):
+        self.models, self.indices, self.gd_form = models, indices, gd_form
+        self.params, self.buffers = stack_module_state(models)  # (E, ...) copies of every weight
+        self.initial = {name: value.detach().clone() for name, value in self.params.items()}
+        base = copy.deepcopy(models[0]).to("meta")  # the architecture, without weights
+        if gd_form:
+            base = _Preconditioners(base)
+            self.names = {name: f"model.{name}" for name in self.params}
+        else:
+            self.names = {name: name for name in self.params}
+
+        def compute(member_params: dict, member_buffers: dict, *inputs: object) -> torch.Tensor:
+            state = {self.names[name]: value for name, value in member_params.items()}
+            return functional_call(base, (state, member_buffers), inputs)
+
+        self.compute = compute
+
+    def __call__(self, inputs: object | None, shared: bool) -> torch.Tensor:
+        """The models' predictions on ``inputs`` (embedded tokens, one batch for all or one per
+        model, ``shared`` or not), or for the GD form their preconditioners: ``(E, ...)``."""
+        args = () if self.gd_form else (inputs,)
+        if len(self.models) == 1:
+            single = {name: value[0] for name, value in self.params.items()}
+            buffers = {name: value[0] for name, value in self.buffers.items()}
+            one = tuple(a if shared else a[0] for a in args)
+            return self.compute(single, buffers, *one).unsqueeze(0)
+        dims = (0, 0) + ((None if shared else 0),) * len(args)
+        return vmap(self.compute, in_dims=dims)(self.params, self.buffers, *args)
+
+    def copy_back(self) -> None:
+        with torch.no_grad():
+            for e, model in enumerate(self.models):
+                for name, weight in model.named_parameters():
+                    weight.copy_(self.params[name][e])
+
+
 def _train_group(models: list[InContextRegressor], tasks: list[TaskConfig],
                  configs: list[TrainConfig], device: torch.device, progress: bool | None,
                  callback: Callable[[int, float], bool | None] | None) -> list[TrainResult]:
-    """Train models of one architecture, context length and config (seeds aside) at once."""
+    """Train models of one context length and config (seeds aside) at once: those of one
+    architecture in one mapped pass, every batch of prompts drawn once per step. Stacks in the
+    GD form read only the batches' statistics, made once per batch: each architecture's
+    preconditioners are mapped over its models, and one :func:`~nlicl_lib.core.models.gd_steps`
+    takes the steps of every model (a shallower stack's missing steps are zero, which leave
+    its $\theta$ exactly as it is)."""
     config = configs[0]
     for model in models:
         model.to(device)
-    params, buffers = stack_module_state(models)  # (E, ...) copies of every weight
-    weights = list(params.values())
-    dtype = weights[0].dtype
-    base = copy.deepcopy(models[0]).to("meta")  # the architecture, without weights
-
-    def predict(member_params: dict, member_buffers: dict, z: torch.Tensor) -> torch.Tensor:
-        return functional_call(base, (member_params, member_buffers), (z,))
-
+    dtype = next(models[0].parameters()).dtype
+    gd_form = models[0].gd_form
+    classes: dict[str, list[int]] = {}
+    for e, model in enumerate(models):
+        classes.setdefault(architecture(model), []).append(e)
+    members = [_Members([models[e] for e in indices], indices, gd_form)
+               for indices in classes.values()]
     # one batch of prompts per (task, seed); members that share it read it once
     streams = list(dict.fromkeys((t, c.seed) for t, c in zip(tasks, configs, strict=True)))
     member_stream = [streams.index((t, c.seed)) for t, c in zip(tasks, configs, strict=True)]
-    shared = len(streams) == 1
-    forward = vmap(predict, in_dims=(0, 0, None if shared else 0))
-    slots = models[0].feature_slots
+    order = [e for part in members for e in part.indices]
+    depth = max(model.depth for model in models)
     normalisers = [null_loss(t) for t in tasks]
     normaliser = torch.tensor(normalisers, dtype=dtype, device=device)
-    initial = {name: value.detach().clone() for name, value in params.items()}
-    optimizer = torch.optim.Adam(weights, lr=config.learning_rate)
+    back = torch.argsort(torch.tensor(order, device=device))  # model e's place in ``order``
+    weights = [w for part in members for w in part.params.values()]
+    # foreach: one kernel per operation for all the (many, small) stacked weights
+    optimizer = torch.optim.Adam(weights, lr=config.learning_rate, foreach=True)
     scheduled = config.schedule != "constant"
     check_every = 1 if callback is not None else CHECK_EVERY
     count = len(models)
@@ -323,17 +394,17 @@ def _train_group(models: list[InContextRegressor], tasks: list[TaskConfig],
                     group["lr"] = config.learning_rate_at(step)
             batches = [sample_prompts(t, config.batch_size, seed, step, device, dtype=dtype)
                        for t, seed in streams]
-            if shared:
-                z, labels = batches[0].embed(slots), batches[0].query_label
+            if gd_form:
+                losses = _gd_form_losses(members, models[0], batches, member_stream, order, depth)
             else:
-                z = torch.stack([batches[s].embed(slots) for s in member_stream])
-                labels = torch.stack([batches[s].query_label for s in member_stream])
-            losses = torch.mean((forward(params, buffers, z) - labels) ** 2, dim=-1)  # (E,)
+                losses = _token_losses(members, batches, member_stream)
+            losses = losses[back]  # (E,) in the models' order
             for weight in weights:
                 weight.grad = None
             (losses / normaliser).sum().backward()
             if config.grad_clip is not None:
-                clip_per_member([w.grad for w in weights], config.grad_clip)
+                for part in members:
+                    clip_per_member([w.grad for w in part.params.values()], config.grad_clip)
             optimizer.step()
             pending.append(losses.detach())
             if (len(pending) < check_every and step + 1 < config.steps
@@ -347,8 +418,11 @@ def _train_group(models: list[InContextRegressor], tasks: list[TaskConfig],
             if not np.isfinite(values).all():
                 bad_step, e = np.argwhere(~np.isfinite(values))[0]
                 bad = first + int(bad_step)
+                part = next(p for p in members if e in p.indices)
                 start_model = copy.deepcopy(models[e])
-                start_model.load_state_dict({k: v[e] for k, v in initial.items()}, strict=False)
+                place = part.indices.index(e)
+                start_model.load_state_dict({k: v[place] for k, v in part.initial.items()},
+                                            strict=False)
                 raise _diverged(start_model, tasks[e], configs[e], device, bad,
                                 float(history[bad, e]))
             bar.update(len(values), loss=float(np.mean(values[-1] / normalisers)))
@@ -357,13 +431,56 @@ def _train_group(models: list[InContextRegressor], tasks: list[TaskConfig],
                 stopped = True
                 break
     seconds = time.perf_counter() - start
-    with torch.no_grad():
-        for e, model in enumerate(models):
-            for name, weight in model.named_parameters():
-                weight.copy_(params[name][e])
+    device_name = describe_device(device)  # with the torch threads it ran on
+    for part in members:
+        part.copy_back()
     return [TrainResult(np.ascontiguousarray(history[:, e]), normalisers[e], seconds,
-                        len(history), str(device), stopped, asdict(member_config), count)
+                        len(history), device_name, stopped, asdict(member_config), count)
             for e, member_config in enumerate(configs)]
+
+
+def _token_losses(members: list[_Members], batches: list[Prompts], member_stream: list[int]
+                  ) -> torch.Tensor:
+    """Each model's batch loss from its forward pass over the embedded tokens, in the order
+    of ``members``."""
+    losses, embedded = [], {}
+    for part in members:
+        slots = part.models[0].feature_slots
+        streams = [member_stream[e] for e in part.indices]
+        for s in set(streams):
+            if (s, slots) not in embedded:
+                embedded[s, slots] = batches[s].embed(slots)
+        shared = len(set(streams)) == 1
+        if shared:
+            z, labels = embedded[streams[0], slots], batches[streams[0]].query_label
+        else:
+            z = torch.stack([embedded[s, slots] for s in streams])
+            labels = torch.stack([batches[s].query_label for s in streams])
+        losses.append(torch.mean((part(z, shared) - labels) ** 2, dim=-1))
+    return torch.cat(losses)
+
+
+def _gd_form_losses(members: list[_Members], first: InContextRegressor, batches: list[Prompts],
+                    member_stream: list[int], order: list[int], depth: int) -> torch.Tensor:
+    """Each model's batch loss through its batches' statistics and one
+    :func:`~nlicl_lib.core.models.gd_steps` for all, in ``order``."""
+    steps = []
+    for part in members:
+        block_steps = part(None, True)  # (E_c, L_c, K, K)
+        missing = depth - block_steps.shape[1]
+        if missing:
+            block_steps = torch.cat([block_steps, block_steps.new_zeros(
+                block_steps.shape[0], missing, *block_steps.shape[2:])], dim=1)
+        steps.append(block_steps)
+    statistics = [first.prompt_statistics(b.x, b.y, moment=depth > 1) for b in batches]
+    if len(batches) == 1:
+        inputs, labels = statistics[0], batches[0].query_label
+    else:
+        streams = [member_stream[e] for e in order]
+        inputs = PromptStatistics(*(torch.stack([statistics[s][k] for s in streams])
+                                    for k in range(3)))
+        labels = torch.stack([batches[s].query_label for s in streams])
+    return torch.mean((gd_steps(inputs, torch.cat(steps)) - labels) ** 2, dim=-1)
 
 
 def _diverged(start_model: InContextRegressor, task: TaskConfig, config: TrainConfig,
