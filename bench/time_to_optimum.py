@@ -21,7 +21,7 @@ from nlicl_lib.core.book_refs import ref
 from nlicl_lib.core.models import ModelConfig, build_model
 from nlicl_lib.core.tasks import TaskConfig
 from nlicl_lib.theory.closed_forms import linear_gd_optimum
-from nlicl_lib.training.evaluate import estimate_loss
+from nlicl_lib.training.evaluate import test_loss
 from nlicl_lib.training.train import TrainConfig, train
 
 TARGET_SECONDS, TARGET_RATIO = 5.0, 1.02
@@ -34,7 +34,7 @@ def run(task: TaskConfig, args: argparse.Namespace) -> tuple[float, float, float
     config = TrainConfig(steps=args.steps, batch_size=args.batch, learning_rate=args.lr,
                          seed=args.seed)
     result = train(model, task, config, progress=False)
-    test = estimate_loss(model, task, seed=args.seed, relative_error=0.003)
+    test = test_loss(model, task, relative_error=0.003, seed=args.seed)
     return result.seconds, test.mean / optimum, test.std_error / optimum
 
 

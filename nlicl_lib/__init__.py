@@ -23,14 +23,14 @@ from nlicl_lib.core.seeding import seed_everything
 from nlicl_lib.core.tasks import Prompts, TaskConfig, embed, sample_prompts
 from nlicl_lib.experiments.run import run_experiment
 from nlicl_lib.theory.values import theory_values
-from nlicl_lib.training.evaluate import LossEstimate, estimate_loss
+from nlicl_lib.training.evaluate import LossEstimate, test_loss
 from nlicl_lib.training.settings import default_train_config
 from nlicl_lib.training.train import TrainConfig, train
 
 __all__ = [
     "ConfigError", "TrainingDivergedError", "LossEstimate", "ModelConfig", "Prompts",
     "TaskConfig", "TrainConfig", "build_model", "default_train_config", "describe_device",
-    "embed", "estimate_loss", "resolve_device", "run_experiment", "sample_prompts",
-    "seed_everything", "theory_values", "train",
+    "embed", "resolve_device", "run_experiment", "sample_prompts",
+    "seed_everything", "test_loss", "theory_values", "train",
 ]
 __version__ = "0.1.0"

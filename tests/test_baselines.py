@@ -20,7 +20,7 @@ from nlicl_lib.experiments.baselines import (
     tuned_kernel_ridge,
     tuned_ridge,
 )
-from nlicl_lib.training.evaluate import paired_test_loss
+from nlicl_lib.training.evaluate import test_loss
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -160,7 +160,7 @@ def test_the_tuned_penalty_is_the_grid_minimiser_on_the_validation_prompts(tuned
 
 def test_the_test_loss_is_that_of_the_chosen_penalty_on_the_test_prompts(tuned_noisy):
     result = tuned_noisy
-    test = paired_test_loss(lambda p: ridge_path(p, [result.penalty])[0], NOISY, 2000,
+    test = test_loss(lambda p: ridge_path(p, [result.penalty])[0], NOISY, 2000,
                             batch_size=1000, dtype=torch.float64)
     assert result.test == test
     assert result.test.num_prompts == 2000

@@ -20,7 +20,7 @@ from nlicl_lib.theory.gd_steps import (
     tune_gd_steps,
 )
 from nlicl_lib.theory.predictors import preconditioned_gd
-from nlicl_lib.training.evaluate import estimate_loss
+from nlicl_lib.training.evaluate import test_loss
 
 F64 = torch.float64
 
@@ -63,7 +63,7 @@ def test_tuned_steps_minimise_the_sample_loss_and_match_explicit_gd(noisy_sample
     assert tune_gd_steps(noisy_sample, 2).loss > tuned.loss
     # the recursion's loss is the loss of explicit GD with those steps on fresh prompts
     task = noisy_sample.task
-    estimate = estimate_loss(lambda p: preconditioned_gd(p, list(tuned.step_sizes)), task,
+    estimate = test_loss(lambda p: preconditioned_gd(p, list(tuned.step_sizes)), task,
                              seed=2, relative_error=0.02, dtype=F64)
     # both are Monte Carlo estimates; compare the excess loss to the explicit GD loss
     assert abs(estimate.mean - tuned.loss) < 4 * np.hypot(estimate.std_error, tuned.std_error)
@@ -77,7 +77,7 @@ def test_general_covariance_one_step_matches_theory():
     tuned = tune_gd_steps(sample, 1)
     # the best scalar step size is within the matrix optimum's reach: its loss is no lower
     assert tuned.loss > linear_gd_optimum(task).loss - 4 * tuned.std_error
-    estimate = estimate_loss(lambda p: preconditioned_gd(p, list(tuned.step_sizes)), task,
+    estimate = test_loss(lambda p: preconditioned_gd(p, list(tuned.step_sizes)), task,
                              seed=4, relative_error=0.01, dtype=F64)
     assert abs(estimate.mean - tuned.loss) < 4 * np.hypot(estimate.std_error, tuned.std_error)
 

@@ -17,7 +17,7 @@ from nlicl_lib.experiments.run import run_experiment
 from nlicl_lib.theory.closed_forms import linear_gd_optimum, linear_gd_optimum_isotropic
 from nlicl_lib.theory.constructions import gd_lsa
 from nlicl_lib.theory.predictors import preconditioned_gd
-from nlicl_lib.training.evaluate import estimate_loss
+from nlicl_lib.training.evaluate import test_loss
 from nlicl_lib.training.train import TrainConfig, train
 
 F64 = torch.float64
@@ -92,7 +92,7 @@ def test_isotropic_optimum_matches_monte_carlo():
     scale, loss = linear_gd_optimum_isotropic(d, n, sigma)
     assert loss == pytest.approx(30 / 26)
     assert np.allclose(linear_gd_optimum(task).gamma, scale * np.eye(d))
-    estimate = estimate_loss(lambda p: preconditioned_gd(p, [scale]), task, seed=11,
+    estimate = test_loss(lambda p: preconditioned_gd(p, [scale]), task, seed=11,
                              relative_error=0.006, dtype=F64)
     assert abs(estimate.mean - loss) < 4 * estimate.std_error
 
@@ -106,7 +106,7 @@ def test_general_covariance_optimum_with_noise_matches_monte_carlo():
     expected_gamma = np.linalg.inv(9 / 8 * sigma_matrix + (np.trace(sigma_matrix) + 0.49) / 8
                                    * np.eye(3))
     assert np.allclose(optimum.gamma, expected_gamma)
-    estimate = estimate_loss(lambda p: preconditioned_gd(p, [optimum.gamma]), task, seed=12,
+    estimate = test_loss(lambda p: preconditioned_gd(p, [optimum.gamma]), task, seed=12,
                              relative_error=0.006, dtype=F64)
     assert abs(estimate.mean - optimum.loss) < 4 * estimate.std_error
 
@@ -117,7 +117,7 @@ def test_short_training_reaches_the_optimum_and_is_reproducible(one_torch_thread
     config = TrainConfig(steps=400, batch_size=2000, learning_rate=0.02, seed=3)
     model = build_model(ModelConfig(), task, seed=3)
     train(model, task, config, progress=False)
-    estimate = estimate_loss(model, task, seed=3, relative_error=0.005)
+    estimate = test_loss(model, task, seed=3, relative_error=0.005)
     optimum = linear_gd_optimum(task).loss
     assert estimate.mean / optimum < 1.03
     # cannot beat Theorem 5 (thm-linear-optimum)

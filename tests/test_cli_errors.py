@@ -48,7 +48,7 @@ def no_training(monkeypatch):
     def boom(*args, **kwargs):  # pragma: no cover - must not be reached
         raise AssertionError("work started")
 
-    for name in ("train", "build_model", "theory_values", "estimate_loss"):
+    for name in ("train", "build_model", "theory_values", "test_loss"):
         monkeypatch.setattr(experiment, name, boom)
 
 
@@ -152,7 +152,7 @@ MEASURE = textwrap.dedent(r"""
     from nlicl_lib.core.models import ModelConfig, build_model
     from nlicl_lib.core.planning import estimate
     from nlicl_lib.core.tasks import TaskConfig
-    from nlicl_lib.training.evaluate import estimate_loss
+    from nlicl_lib.training.evaluate import test_loss
     from nlicl_lib.training.train import TrainConfig, train
 
     def status(key):
@@ -174,7 +174,7 @@ MEASURE = textwrap.dedent(r"""
         task, model = TaskConfig(**task), ModelConfig(**model)
         net = build_model(model, task)
         trained = peak(lambda: train(net, task, TrainConfig(steps=2, batch_size=batch), "cpu", progress=False))
-        tested = peak(lambda: estimate_loss(net, task, batch_size=batch, min_prompts=batch, relative_error=10))
+        tested = peak(lambda: test_loss(net, task, batch_size=batch, min_prompts=batch, relative_error=10))
         run = estimate(task, model, batch, batch)
         out.append([run.train_step_bytes / trained, run.eval_bytes / tested])
     print(json.dumps(out))

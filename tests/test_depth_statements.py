@@ -31,10 +31,9 @@ from nlicl_lib.theory.depth import (
 )
 from nlicl_lib.training.evaluate import (
     conditional_squared_errors,
-    estimate_loss,
     label_linearity_gap,
     model_predictor,
-    paired_test_losses,
+    test_loss,
 )
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -104,7 +103,7 @@ def test_dense_attention_or_a_glu_reading_the_label_is_not_linear_in_the_labels(
                               dtype=torch.float64)
     assert label_linearity_gap(model_predictor(reads_label), prompts) > 1e-3
     with pytest.raises(ConfigError, match="linear in the context labels"):
-        estimate_loss(model_predictor(dense), QUADRATIC, integrate="task", batch_size=100,
+        test_loss(model_predictor(dense), QUADRATIC, integrate="task", batch_size=100,
                       min_prompts=100, dtype=torch.float64)
     with pytest.raises(ConfigError, match="sparse"):
         context_conditional_loss(dense, QUADRATIC)
@@ -132,9 +131,9 @@ def test_integrated_estimators_agree_with_the_exact_one_block_loss(case):
     exact = exact_one_block_loss(model, task)
     common = {"seed": 5, "batch_size": 4000, "min_prompts": 4000, "max_prompts": 4000,
               "dtype": torch.float64}
-    plain = estimate_loss(model, task, **common)
-    task_only = estimate_loss(model, task, integrate="task", **common)
-    both = estimate_loss(model, task, integrate="task+query", **common)
+    plain = test_loss(model, task, **common)
+    task_only = test_loss(model, task, integrate="task", **common)
+    both = test_loss(model, task, integrate="task+query", **common)
     print(f"{case}: exact {exact:.5f}; plain {plain}; task {task_only}; task+query {both}")
     for estimate in (plain, task_only, both):
         assert abs(estimate.mean - exact) < 3 * estimate.std_error
@@ -191,10 +190,10 @@ def test_query_integral_is_the_mean_over_queries_at_a_fixed_context():
 
 def test_ensemble_and_single_model_estimates_use_the_same_samples():
     models = [reference_model(QUADRATIC, 3, 1), reference_model(QUADRATIC, 3, 2)]
-    together = paired_test_losses(models, QUADRATIC, 3000, batch_size=1500, integrate="task+query")
+    together = test_loss(models, QUADRATIC, 3000, batch_size=1500, integrate="task+query")
     mean, error = [t.mean for t in together], [t.std_error for t in together]
     for k, model in enumerate(models):
-        alone = estimate_loss(model, QUADRATIC, integrate="task+query", batch_size=1500,
+        alone = test_loss(model, QUADRATIC, integrate="task+query", batch_size=1500,
                               min_prompts=3000, max_prompts=3000)
         assert alone.num_prompts == 3000
         np.testing.assert_allclose([alone.mean, alone.std_error], [mean[k], error[k]], rtol=1e-9)

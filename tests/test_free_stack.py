@@ -12,7 +12,7 @@ from nlicl_lib.core.tasks import sample_prompts
 from nlicl_lib.experiments import free_stack
 from nlicl_lib.theory import depth
 from nlicl_lib.theory.ch5_analysis import random_gammas
-from nlicl_lib.training.evaluate import paired_test_losses
+from nlicl_lib.training.evaluate import test_loss
 from nlicl_lib.training.settings import default_train_config
 from nlicl_lib.training.train import train
 
@@ -53,8 +53,7 @@ def test_the_stored_weights_give_the_stored_test_loss(stored):
     L = max(stored["depths"])
     row = stored["rows"][str(L)]
     model = free_stack.free_stack_from_json(L, row["weights"])
-    full = paired_test_losses(model, free_stack.TASK, free_stack.TEST_PROMPTS,
-                              free_stack.SEED)[0]
+    full = test_loss(model, free_stack.TASK, free_stack.TEST_PROMPTS, seed=free_stack.SEED)
     assert full.mean == pytest.approx(row["loss"], rel=1e-4)
     assert full.std_error == pytest.approx(row["std_error"], rel=1e-3)
 

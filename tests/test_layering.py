@@ -101,3 +101,39 @@ def test_the_checker_catches_an_upward_and_a_nested_import(tmp_path, monkeypatch
     assert any("core imports nlicl_lib.training.train" in v for v in found), found
     assert any("nlicl_lib.experiments.run inside a function" in v for v in found), found
     assert any("['os'] inside a function" in v for v in found), found
+
+
+#: Every public function and class of ``nlicl_lib/training/``, with its role: one trainer
+#: (``train``), one test-loss estimator (``test_loss``), one source of settings; the rest are
+#: their parts. A new public callable fails the test below until it is listed here, so a second
+#: trainer or estimator cannot arrive unnoticed.
+TRAINING_API = {
+    "train": {"train": "the trainer", "TrainConfig": "its settings", "TrainResult": "its record",
+              "architecture": "what trains in one pass", "clip_per_member": "its clipping",
+              "find_forward_overflow": "why a run diverged", "diagnose_divergence": "its error",
+              "StreamOverflow": "where a forward pass overflows"},
+    "evaluate": {"test_loss": "the estimator", "LossEstimate": "its result",
+                 "batches_of_test_prompts": "its prompts",
+                 "squared_error_sampler": "its per-prompt samples",
+                 "conditional_squared_errors": "a sample with the task integrated out",
+                 "label_linearity_gap": "the check that allows it",
+                 "check_linear_in_labels": "the same check, raising",
+                 "model_predictor": "a model as a function of prompts"},
+    "settings": {"default_train_config": "the one source of settings",
+                 "base_settings": "a panel's starting values"},
+}
+
+
+def test_training_has_one_trainer_and_one_estimator():
+    import importlib
+    import inspect
+
+    package = LIB / "training"
+    modules = sorted(p.stem for p in package.glob("*.py") if p.stem != "__init__")
+    assert modules == sorted(TRAINING_API)
+    for name in modules:
+        module = importlib.import_module(f"nlicl_lib.training.{name}")
+        public = {key for key, value in vars(module).items()
+                  if not key.startswith("_") and (inspect.isfunction(value) or inspect.isclass(value))
+                  and value.__module__ == module.__name__}
+        assert public == set(TRAINING_API[name]), name

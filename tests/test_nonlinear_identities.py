@@ -33,7 +33,7 @@ from nlicl_lib.theory.linearity import (
     query_weights,
 )
 from nlicl_lib.theory.predictors import kernel_gd, kernel_ridge, polynomial_kernel, ridge
-from nlicl_lib.training.evaluate import paired_test_loss
+from nlicl_lib.training.evaluate import test_loss
 
 F64 = torch.float64
 
@@ -162,7 +162,7 @@ def test_monte_carlo_agrees_with_the_exact_kernel_optimum():
     task = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2)
     optimum = closed_forms.one_step_kernel_gd_optimum(task)
     model = kernel_glu_lsa(3, optimum.gamma)
-    measured = paired_test_loss(model, task, num_prompts=40000)
+    measured = test_loss(model, task, num_prompts=40000)
     sigma = measured.std_error
     assert abs(measured.mean - optimum.loss) < 4 * sigma
 

@@ -1,5 +1,5 @@
 r"""The one test-loss estimator on several models,
-:func:`nlicl_lib.training.evaluate.paired_test_losses`: every model's samples equal its own loss
+:func:`nlicl_lib.training.evaluate.test_loss`: every model's samples equal its own loss
 measured alone on the same test prompts (float64, 1e-10), whatever its slots $m$, width $h$ and
 depth $L$, and the standard error is $\hat s / \sqrt N$ with $\hat s^2 = \frac1N \sum_j (e_j - \bar e)^2$."""
 
@@ -20,7 +20,7 @@ from nlicl_lib.theory.values import exact_model_loss
 from nlicl_lib.training.evaluate import (
     conditional_squared_errors,
     model_predictor,
-    paired_test_losses,
+    test_loss,
 )
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -41,11 +41,11 @@ def members():
     return models
 
 
-def ensemble_test_loss(models, task, num_prompts, batch_size, seed=0, integrate="task+query",
-                       return_samples=False):
-    """Means and standard errors of ``paired_test_losses`` as arrays (and the samples)."""
-    losses, samples = paired_test_losses(models, task, num_prompts, seed, batch_size=batch_size,
-                                         integrate=integrate, return_samples=True)
+def losses_of(models, task, num_prompts, batch_size, seed=0, integrate="task+query",
+              return_samples=False):
+    """Means and standard errors of ``test_loss`` as arrays (and the samples)."""
+    losses, samples = test_loss(models, task, num_prompts, seed=seed, batch_size=batch_size,
+                                integrate=integrate, return_samples=True)
     mean = np.array([loss.mean for loss in losses])
     error = np.array([loss.std_error for loss in losses])
     return (mean, error, samples) if return_samples else (mean, error)
@@ -77,7 +77,7 @@ def _task_integrated(model):
                                                   ("task+query", context_conditional_loss)],
                          ids=["none", "task", "task+query"])
 def test_each_member_is_its_own_loss_on_the_same_prompts(members, integrate, alone):
-    mean, error, samples = ensemble_test_loss(members, TASK, NUM_PROMPTS, BATCH,
+    mean, error, samples = losses_of(members, TASK, NUM_PROMPTS, BATCH,
                                               integrate=integrate, return_samples=True)
     assert samples.shape == (len(members), NUM_PROMPTS) and mean.shape == error.shape == (4,)
     for e, model in enumerate(members):
@@ -94,8 +94,8 @@ def test_integrating_out_agrees_with_plain_monte_carlo_and_the_exact_loss(member
     """Three estimators of the same loss (each unbiased) agree within their errors; for a depth-1
     member the exact loss (Theorem 9 (thm-feature-optimum)) lies within them too. The integrated
     estimates are the more precise."""
-    plain, plain_error = ensemble_test_loss(members, TASK, 10000, 5000, integrate="none")
-    exact, exact_error = ensemble_test_loss(members, TASK, 10000, 5000)
+    plain, plain_error = losses_of(members, TASK, 10000, 5000, integrate="none")
+    exact, exact_error = losses_of(members, TASK, 10000, 5000)
     assert np.all(exact_error < plain_error)
     assert np.all(np.abs(plain - exact) < 4 * np.hypot(plain_error, exact_error))
     for e, model in enumerate(members[:2]):
@@ -103,20 +103,20 @@ def test_integrating_out_agrees_with_plain_monte_carlo_and_the_exact_loss(member
 
 
 def test_a_member_alone_is_the_same_as_in_the_stack(members):
-    alone = ensemble_test_loss(members[2:3], TASK, 1000, 500, integrate="none")
-    together = ensemble_test_loss(members, TASK, 1000, 500, integrate="none")
+    alone = losses_of(members[2:3], TASK, 1000, 500, integrate="none")
+    together = losses_of(members, TASK, 1000, 500, integrate="none")
     assert alone[0][0] == pytest.approx(together[0][2], rel=1e-12)
     assert alone[1][0] == pytest.approx(together[1][2], rel=1e-12)
 
 
 def test_another_seed_draws_other_prompts(members):
-    first, _ = ensemble_test_loss(members[:1], TASK, 500, 500, seed=0, integrate="none")
-    second, _ = ensemble_test_loss(members[:1], TASK, 500, 500, seed=1, integrate="none")
+    first, _ = losses_of(members[:1], TASK, 500, 500, seed=0, integrate="none")
+    second, _ = losses_of(members[:1], TASK, 500, 500, seed=1, integrate="none")
     assert first[0] != second[0]
     assert second[0] == pytest.approx(_own(_plain(members[0]), 500, seed=1).mean(), rel=1e-10)
 
 
 def test_an_unknown_integration_is_refused(members):
     with pytest.raises(ConfigError) as error:
-        ensemble_test_loss(members, TASK, 100, 100, integrate="query")
+        losses_of(members, TASK, 100, 100, integrate="query")
     assert error.value.param == "integrate"

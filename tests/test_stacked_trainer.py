@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 import torch
 
+from nlicl_lib.core.errors import ConfigError
 from nlicl_lib.core.models import ModelConfig, build_model
 from nlicl_lib.core.tasks import TaskConfig
-from nlicl_lib.training.evaluate import estimate_loss, paired_test_loss, paired_test_losses
+from nlicl_lib.training.evaluate import test_loss
 from nlicl_lib.training.train import TrainConfig, clip_per_member, train
 
 F64 = torch.float64
@@ -85,20 +86,25 @@ def test_clipping_per_member_is_clip_grad_norm_of_each_member():
 
 
 def test_one_estimator_for_one_model_and_for_several():
-    """paired_test_losses, paired_test_loss and estimate_loss (run to a fixed count) are the
-    same numbers on the same prompts, bit for bit."""
+    """test_loss of several models, of each alone, and stopped at a precision after the same
+    prompts: the same numbers, bit for bit (they read the same prompts)."""
     task = quadratic(10)
     models = [build_model(ModelConfig(kind="glu-lsa", depth=L, feature_slots=2), task, seed=L)
               for L in (1, 2)]
-    together, samples = paired_test_losses(models, task, 1200, batch_size=500,
-                                           integrate="task+query", return_samples=True)
+    together, samples = test_loss(models, task, 1200, batch_size=500, integrate="task+query",
+                                  return_samples=True)
     assert samples.shape == (2, 1200)
     for k, model in enumerate(models):
-        alone = paired_test_loss(model, task, 1200, batch_size=500, integrate="task+query")
+        alone = test_loss(model, task, 1200, batch_size=500, integrate="task+query")
         assert alone == together[k]
-        stopped = estimate_loss(model, task, integrate="task+query", batch_size=500,
-                                min_prompts=1500, max_prompts=1500)
-        check = paired_test_loss(model, task, 1500, batch_size=500, integrate="task+query")
-        assert (stopped.mean, stopped.std_error) == (check.mean, check.std_error)
-    plain = paired_test_losses(models, task, 1000, batch_size=400)
-    assert plain[0] == paired_test_loss(models[0], task, 1000, batch_size=400)
+        assert alone.worst_share == pytest.approx(samples[k].max() / samples[k].sum(), rel=1e-12)
+        stopped = test_loss(model, task, relative_error=1e-9, batch_size=500, min_prompts=1500,
+                            max_prompts=1500, integrate="task+query")
+        check = test_loss(model, task, 1500, batch_size=500, integrate="task+query")
+        assert (stopped.mean, stopped.std_error, stopped.num_prompts) == (
+            check.mean, check.std_error, 1500)
+    plain = test_loss(models, task, 1000, batch_size=400)
+    assert plain[0] == test_loss(models[0], task, 1000, batch_size=400)
+    with pytest.raises(ConfigError) as info:
+        test_loss(models, task, 1000, relative_error=0.01)
+    assert info.value.param == "num_prompts"

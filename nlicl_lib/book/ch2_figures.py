@@ -26,7 +26,7 @@ from nlicl_lib.core.tasks import TaskConfig
 from nlicl_lib.experiments.ch2_studies import LinearReferences, TrainedModel
 from nlicl_lib.theory import closed_forms
 from nlicl_lib.theory.linearity import LineProbe
-from nlicl_lib.training.evaluate import PairedLoss
+from nlicl_lib.training.evaluate import LossEstimate
 
 AXIS_TOP = 1.06
 """Top of the y axis of :func:`bound_figure` (test loss / zero predictor); a value above it is
@@ -57,7 +57,7 @@ def pm(mean: float, error: float) -> str:
     return f"{mean:.{places}f} ± {error:.{places}f}"
 
 
-def paired(loss: PairedLoss) -> str:
+def paired(loss: LossEstimate) -> str:
     """A paired loss / zero predictor, ± one standard error, to 4 decimals."""
     return f"{loss.normalised:.4f} ± {loss.normalised_std_error:.4f}"
 
@@ -207,7 +207,7 @@ def prose_values(trained: Mapping[tuple[str, str, int], TrainedModel], tasks: Ma
 
 
 def finite_context_table(task: TaskConfig, one_step_curve: np.ndarray, context_lengths: Sequence[int],
-                         refs: LinearReferences, mixed_runs: Mapping[tuple[str, int], PairedLoss]) -> str:
+                         refs: LinearReferences, mixed_runs: Mapping[tuple[str, int], LossEstimate]) -> str:
     r"""The references at the task's $n$ (bound at $n \to \infty$, best single step, least squares,
     tuned ridge) next to the best depth of each attention form, then the best single step at the
     larger $n$ of ``context_lengths[1:]`` (``one_step_curve`` normalised, one value per $n$)."""

@@ -31,11 +31,11 @@ from nlicl_lib.core.tasks import TaskConfig
 from nlicl_lib.training.train import TrainConfig, train
 
 EVAL_BATCH = planning.EVAL_BATCH
-"""Prompts per batch of :func:`nlicl_lib.training.evaluate.estimate_loss` (its default)."""
+"""Prompts per batch of :func:`nlicl_lib.training.evaluate.test_loss` (its default at a precision)."""
 EVAL_TOKENS = EVAL_BATCH * 21
 """Tokens per test batch of a panel: the library's default batch at $n = 20$."""
 EVAL_MIN_PROMPTS = 40000
-"""Prompts :func:`~nlicl_lib.training.evaluate.estimate_loss` draws at least (its default)."""
+"""Prompts :func:`~nlicl_lib.training.evaluate.test_loss` draws at least (its default)."""
 MEMORY_CAP_BYTES = 768 * 2**20
 """Most working memory a panel run may take on the CPU. A Binder session has 2 GB for the
 server, the kernel and the run; a chapter's kernel takes about 0.5 GB with its own data

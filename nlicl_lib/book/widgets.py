@@ -95,7 +95,7 @@ class TrainingPanel:
     draws the theory only at the settings of the runs (for theory that takes seconds, e.g. a
     Monte Carlo reference) instead of along the whole range of ``x_param``. ``relative_error``
     is the Monte Carlo accuracy of the test loss (at 0.05 it is measured on 40 000 prompts in
-    most settings, about 1% standard error; :func:`~nlicl_lib.training.evaluate.estimate_loss`
+    most settings, about 1% standard error; :func:`~nlicl_lib.training.evaluate.test_loss`
     draws more when needed). ``threads``: torch's intra-op threads while the panel trains
     (:func:`~nlicl_lib.core.device.choose_threads`; ``"auto"``: one, as these models are small).
     """

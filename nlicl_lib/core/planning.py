@@ -50,7 +50,7 @@ __all__ = ["EVAL_BATCH", "RunEstimate", "RunShape", "available_memory_bytes", "c
            "shape_of"]
 
 EVAL_BATCH = 20000
-"""Prompts per batch of :func:`nlicl_lib.training.evaluate.estimate_loss` (its default, and the
+"""Prompts per batch of :func:`nlicl_lib.training.evaluate.test_loss` (its default at a precision, and the
 batch of :func:`nlicl_lib.experiments.run.run_experiment`)."""
 PADDING = 1.25
 """Margin on the counted numbers for what the count leaves out (allocator slack, small

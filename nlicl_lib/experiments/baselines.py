@@ -29,7 +29,7 @@ from nlicl_lib.core.errors import ConfigError, check_float, check_int
 from nlicl_lib.core.monomials import PolyMap, monomial_exponents, monomial_name
 from nlicl_lib.core.seeding import STREAM_OTHER
 from nlicl_lib.core.tasks import Prompts, TaskConfig, sample_prompts
-from nlicl_lib.training.evaluate import PairedLoss, paired_test_loss
+from nlicl_lib.training.evaluate import LossEstimate, test_loss
 
 #: The default grid of ridge penalties $\lambda$ (the solve uses $n\lambda$).
 DEFAULT_PENALTIES = tuple(float(v) for v in np.logspace(-5, 2, 15))
@@ -77,12 +77,12 @@ def ridge_path(prompts: Prompts, penalties: Sequence[float], features: PolyMap |
 @dataclass(frozen=True)
 class TunedRidge:
     """The chosen ``penalty``, the validation loss of every penalty tried, and the test loss
-    (:class:`~nlicl_lib.training.evaluate.PairedLoss`, on the same test prompts as the trained models)."""
+    (:class:`~nlicl_lib.training.evaluate.LossEstimate`, on the same test prompts as the trained models)."""
 
     penalty: float
     penalties: tuple[float, ...]
     validation_losses: tuple[float, ...]
-    test: PairedLoss
+    test: LossEstimate
     features: str
 
 
@@ -95,8 +95,8 @@ def tuned_ridge(task: TaskConfig, features: PolyMap | None = None,
 
     ``validation_prompts`` prompts of stream ``STREAM_OTHER`` pick $\lambda$; the test loss is
     then measured on the first ``test_prompts`` prompts of the test stream
-    (:func:`~nlicl_lib.training.evaluate.paired_test_loss`), in batches of ``batch_size`` prompts: keep
-    its default to measure on the same prompts as ``paired_test_loss`` does by default."""
+    (:func:`~nlicl_lib.training.evaluate.test_loss`), in batches of ``batch_size`` prompts: keep
+    its default to measure on the same prompts as ``test_loss`` does by default."""
     penalties = tuple(check_float("penalty", p, minimum=0.0, strict_minimum=True) for p in penalties)
     if not penalties:
         raise ConfigError("penalties", penalties, "at least one penalty")
@@ -116,8 +116,8 @@ def tuned_ridge(task: TaskConfig, features: PolyMap | None = None,
     def predict(prompts: Prompts) -> torch.Tensor:
         return ridge_path(prompts, [best], features)[0]
 
-    test = paired_test_loss(predict, task, test_prompts, seed, device, batch_size=batch_size,
-                            dtype=dtype)
+    test = test_loss(predict, task, test_prompts, seed=seed, device=device, batch_size=batch_size,
+                     dtype=dtype)
     label = name or ("x" if features is None else f"{features.num_outputs} features")
     return TunedRidge(best, penalties, tuple(float(v) for v in losses), test, label)
 

@@ -22,7 +22,7 @@ from nlicl_lib.core.errors import ConfigError, check_float, check_int
 from nlicl_lib.core.models import InContextRegressor, ModelConfig, build_model
 from nlicl_lib.core.tasks import TaskConfig
 from nlicl_lib.theory.predictors import least_squares, ridge
-from nlicl_lib.training.evaluate import LossEstimate, estimate_loss
+from nlicl_lib.training.evaluate import LossEstimate, test_loss
 from nlicl_lib.training.settings import default_train_config
 from nlicl_lib.training.train import TrainConfig, TrainResult, train
 
@@ -56,9 +56,9 @@ def train_one_layer(task: TaskConfig, seed: int = 0, train_config: TrainConfig |
         raise ConfigError("train_config", type(train_config).__name__, "a TrainConfig or None")
     model = build_model(model_config, task, seed=seed)
     training = train(model, task, train_config, progress=False)
-    test = estimate_loss(model, task, seed=seed, relative_error=0.005)
-    ls = estimate_loss(least_squares, task, seed=seed, relative_error=0.05, dtype=torch.float64,
-                       max_prompts=40000)
+    test = test_loss(model, task, relative_error=0.005, seed=seed)
+    ls = test_loss(least_squares, task, relative_error=0.05, seed=seed, dtype=torch.float64,
+                   max_prompts=40000)
     return OneLayerRun(task, model, train_config, training, test, ls)
 
 
@@ -110,13 +110,13 @@ def train_depth_sweep(input_dim: int, context_length: int, depths: Sequence[int]
     start = time.perf_counter()
     results = train(models, tasks, train_config, progress=False)
     seconds = time.perf_counter() - start
-    trained = {key: estimate_loss(model, task, seed=seed, relative_error=0.01)
+    trained = {key: test_loss(model, task, relative_error=0.01, seed=seed)
                for key, model, task in zip(runs, models, tasks, strict=True)}
     bayes = {}
     for sigma in noise_levels:
         if sigma == 0:
             continue  # without noise n > d examples determine w: the Bayes loss is exactly 0
         noisy = TaskConfig(kind="linear", input_dim=d, context_length=n, noise_std=sigma)
-        bayes[sigma] = estimate_loss(lambda p, s=sigma: ridge(p, s**2 / n), noisy, seed=seed,
-                                     relative_error=0.01, dtype=torch.float64)
+        bayes[sigma] = test_loss(lambda p, s=sigma: ridge(p, s**2 / n), noisy, seed=seed,
+                                 relative_error=0.01, dtype=torch.float64)
     return DepthSweep(runs, tasks, models, results, trained, bayes, seconds)

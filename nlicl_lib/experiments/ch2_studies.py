@@ -23,7 +23,7 @@ from nlicl_lib.core.tasks import TaskConfig
 from nlicl_lib.experiments import baselines
 from nlicl_lib.theory import closed_forms, predictors
 from nlicl_lib.theory.values import TheoryValues, theory_values
-from nlicl_lib.training.evaluate import PairedLoss, paired_test_loss
+from nlicl_lib.training.evaluate import LossEstimate, test_loss
 from nlicl_lib.training.settings import default_train_config
 from nlicl_lib.training.train import TrainResult, train
 
@@ -36,7 +36,7 @@ class TrainedModel:
     model_config: ModelConfig
     model: InContextRegressor
     training: TrainResult
-    test: PairedLoss
+    test: LossEstimate
     theory: TheoryValues
 
 
@@ -60,7 +60,7 @@ def train_lsa_stacks(tasks: Mapping[str, TaskConfig], forms: Mapping[str, str], 
     ``"sparse"``) and task ``tasks[name]`` with the default settings (peak rate divided by $L$),
     ``steps`` steps of ``batch_size`` prompts, all at once
     (:func:`~nlicl_lib.training.train.train`), each then measured on the same ``test_prompts``
-    test prompts (:func:`~nlicl_lib.training.evaluate.paired_test_loss`)."""
+    test prompts (:func:`~nlicl_lib.training.evaluate.test_loss`)."""
     if not tasks or not forms or not depths:
         raise ConfigError("tasks, forms, depths", (len(tasks), len(forms), len(depths)),
                           "at least one of each")
@@ -75,7 +75,7 @@ def train_lsa_stacks(tasks: Mapping[str, TaskConfig], forms: Mapping[str, str], 
                                           batch_size=batch_size) for task, config in runs],
                     progress=False)
     trained = {key: TrainedModel(task, config, model, result,
-                                 paired_test_loss(model, task, test_prompts, seed),
+                                 test_loss(model, task, test_prompts, seed=seed),
                                  theory_values(task, config))
                for key, (task, config), model, result in zip(keys, runs, models, results,
                                                               strict=True)}
@@ -88,7 +88,7 @@ class LinearReferences:
     step of linear GD); ``least_squares``: least squares on $x$ on the task named ``least_squares_task``."""
 
     ridge: dict[str, baselines.TunedRidge]
-    least_squares: PairedLoss
+    least_squares: LossEstimate
     least_squares_task: str
     one_step: dict[str, closed_forms.OneStepOptimum]
 
@@ -103,7 +103,7 @@ def linear_references(tasks: Mapping[str, TaskConfig], least_squares_task: str, 
         raise ConfigError("least_squares_task", least_squares_task, f"one of {list(tasks)}")
     ridge_x = {name: baselines.tuned_ridge(task, seed=seed, test_prompts=test_prompts)
                for name, task in tasks.items()}
-    least_squares_x = paired_test_loss(predictors.least_squares, tasks[least_squares_task],
-                                       test_prompts, seed=seed, dtype=torch.float64)
+    least_squares_x = test_loss(predictors.least_squares, tasks[least_squares_task],
+                                test_prompts, seed=seed, dtype=torch.float64)
     one_step = {name: closed_forms.linear_gd_optimum(task) for name, task in tasks.items()}
     return LinearReferences(ridge_x, least_squares_x, least_squares_task, one_step)

@@ -16,7 +16,7 @@ from nlicl_lib.core.models import InContextRegressor, ModelConfig, build_model
 from nlicl_lib.core.tasks import TaskConfig
 from nlicl_lib.theory.closed_forms import null_loss
 from nlicl_lib.theory.values import exact_model_loss
-from nlicl_lib.training.evaluate import paired_test_losses
+from nlicl_lib.training.evaluate import test_loss
 from nlicl_lib.training.train import TrainConfig, train
 
 
@@ -32,7 +32,7 @@ class DepthSweep:
 
     ``loss`` and ``std_error``: unnormalised test losses and their standard errors, on the same
     ``test_prompts`` fresh contexts for every model, with the task and the query integrated
-    out exactly (:func:`~nlicl_lib.training.evaluate.paired_test_losses`); ``worst_share``: the largest single
+    out exactly (:func:`~nlicl_lib.training.evaluate.test_loss`); ``worst_share``: the largest single
     context's share of that sum (near 0 for a light-tailed loss, near 1 when one context
     dominates the mean). ``exact`` holds the exact loss of the depth-1 models
     (Theorem 9 (thm-feature-optimum) with the model's own features and $\Gamma$);
@@ -65,7 +65,7 @@ def depth_sweep(task: TaskConfig, shapes: Sequence[tuple[int, int]], train_confi
     ``(slots, depth)`` in ``shapes`` (GLUs read $x$ for quadratic tasks, $(x; \text{slots})$ in
     the later blocks of cubic ones; width $h = m$), each from its own default initialisation
     (seed ``train_config.seed``) with peak learning rate ``train_config.learning_rate`` $/L$,
-    all on the same prompts. Test losses: :func:`~nlicl_lib.training.evaluate.paired_test_losses`
+    all on the same prompts. Test losses: :func:`~nlicl_lib.training.evaluate.test_loss`
     on ``test_prompts`` contexts, task and query integrated out exactly."""
 
     degree = max(task.degree, 2)
@@ -85,22 +85,18 @@ def depth_sweep(task: TaskConfig, shapes: Sequence[tuple[int, int]], train_confi
     start = time.perf_counter()
     results = train(stacks, task, configs, device, progress)
     seconds = time.perf_counter() - start
-    losses, samples = paired_test_losses(stacks, task, test_prompts, train_config.seed, device,
-                                         batch_size=10_000, integrate="task+query",
-                                         return_samples=True)
-    mean = np.array([loss.mean for loss in losses])
-    error = np.array([loss.std_error for loss in losses])
-    worst = samples.max(axis=1) / samples.sum(axis=1)
+    losses = test_loss(stacks, task, test_prompts, seed=train_config.seed, device=device,
+                       batch_size=10_000, integrate="task+query")
     models = dict(zip(keys, stacks, strict=True))
     exact = {key: exact_model_loss(model, task) for key, model in models.items() if model.depth == 1}
     exact = {key: value for key, value in exact.items() if value is not None}
     return DepthSweep(
         task, shapes, models,
-        dict(zip(keys, map(float, mean), strict=True)),
-        dict(zip(keys, map(float, error), strict=True)),
+        {key: loss.mean for key, loss in zip(keys, losses, strict=True)},
+        {key: loss.std_error for key, loss in zip(keys, losses, strict=True)},
         exact,
         {key: result.loss_history for key, result in zip(keys, results, strict=True)},
         null_loss(task), seconds, results[0].device, test_prompts,
-        dict(zip(keys, map(float, worst), strict=True)),
+        {key: loss.worst_share for key, loss in zip(keys, losses, strict=True)},
         {key: sum(p.numel() for p in model.parameters()) for key, model in models.items()},
     )

@@ -9,7 +9,7 @@ GLU reads the whole token (label included) and writes every entry,
 $z \leftarrow z + W_3\big((W_1 z)\odot(W_2 z)\big)$ with $W_1, W_2 \in \mathbb R^{h\times D}$,
 $W_3 \in \mathbb R^{D\times h}$ (:func:`free_model_config`). Its prediction need not be linear in
 the labels, and the exact loss given the context does not apply: its test loss is the Monte
-Carlo mean of $(\hat y - y_{n+1})^2$ over fresh prompts (:func:`~nlicl_lib.training.evaluate.paired_test_losses`).
+Carlo mean of $(\hat y - y_{n+1})^2$ over fresh prompts (:func:`~nlicl_lib.training.evaluate.test_loss`).
 
 **How much of the block-coordinate picture holds** (:func:`stream_agreement`). Write
 $s^{(\ell)}_i$ for the label entry of context token $i$ in the residual stream after block
@@ -58,7 +58,7 @@ from nlicl_lib.experiments.depth_study import STUDIES, STUDY_TRAINING
 from nlicl_lib.experiments.depth_sweep import depth_sweep, shape_key
 from nlicl_lib.theory.closed_forms import null_loss
 from nlicl_lib.theory.depth import greedy_reference, reference_model, schedule_features
-from nlicl_lib.training.evaluate import batches_of_test_prompts, paired_test_losses
+from nlicl_lib.training.evaluate import batches_of_test_prompts, test_loss
 from nlicl_lib.training.settings import default_train_config
 from nlicl_lib.training.train import TrainConfig, train
 
@@ -170,7 +170,7 @@ def prediction_r2(predicted: torch.Tensor, recursion: torch.Tensor) -> float:
 
 def _first_test_prompts(count: int, dtype: torch.dtype = torch.float32) -> Prompts:
     """The first ``count`` prompts of the test stream of :data:`SEED` (batches of 4000, as
-    :func:`~nlicl_lib.training.evaluate.paired_test_losses` draws them)."""
+    :func:`~nlicl_lib.training.evaluate.test_loss` draws them)."""
     batches = list(batches_of_test_prompts(TASK, SEED, "cpu", dtype, 4000, count))
     return Prompts(torch.cat([b.x for b in batches]), torch.cat([b.y for b in batches]),
                    torch.cat([b.coefficients for b in batches]))
@@ -205,7 +205,7 @@ def run_free_stacks(depths: tuple[int, ...] = DEPTHS, device: str = "cpu",
         model = model.cpu()
         constructed = reference_model(TASK, SLOTS, L, gammas=reference.gammas).float()
         gd_form = sweep.models[shape_key(SLOTS, L)].cpu()
-        losses = paired_test_losses([model, constructed, gd_form], TASK, TEST_PROMPTS, SEED)
+        losses = test_loss([model, constructed, gd_form], TASK, TEST_PROMPTS, seed=SEED)
         test = _first_test_prompts(20_000)
         predictions = [m(test.embed(SLOTS)) for m in (model, constructed, gd_form)]
         rows[str(L)] = {

@@ -30,7 +30,7 @@ from nlicl_lib.theory.values import (
     slot_feature_degree,
     theory_values,
 )
-from nlicl_lib.training.evaluate import LossEstimate, estimate_loss
+from nlicl_lib.training.evaluate import LossEstimate, test_loss
 from nlicl_lib.training.train import TrainConfig, TrainResult, train
 
 
@@ -128,9 +128,9 @@ def run_experiment(
     if exact is None and task.covariance is None and is_gd_form_stack(model):
         exact_query = slot_feature_degree(model) <= MAX_EXACT_FEATURE_DEGREE
         integrate = "task+query" if exact_query else "task"
-    test = estimate_loss(model, task, device, seed=train_config.seed,
-                         relative_error=relative_error, batch_size=eval_batch_size,
-                         integrate=integrate, max_prompts=max_test_prompts)
+    test = test_loss(model, task, relative_error=relative_error, seed=train_config.seed,
+                     device=device, batch_size=eval_batch_size, integrate=integrate,
+                     max_prompts=max_test_prompts)
     del start
     return ExperimentResult(task, model_config, train_config, values, test, exact, training,
                             describe_device(device), model)

@@ -1,8 +1,9 @@
 r"""Test loss on fresh prompts, with its Monte Carlo error.
 
-Prompts come from the test stream of the seed (never seen in training). Batches are added until
-the standard error of the mean squared error is below ``relative_error`` of the mean (default
-1%), so every printed loss carries its own error bar.
+One estimator, :func:`test_loss`: prompts come from the test stream of the seed (never seen in
+training), either a fixed number of them, shared by every predictor compared, or batches added
+until the standard error of the mean squared error is below ``relative_error`` of the mean
+(default 1%), so every printed loss carries its own error bar.
 
 **Integrating the task out** (``integrate="task"``). The targets are $y = \beta^\top\phi(x)$ with
 $\beta \sim \mathcal N(0, I_p)$ (Definition 1 (def-prompts)), and a plain Monte Carlo mean of
@@ -56,15 +57,23 @@ LINEARITY_TOLERANCE = 1e-3
 
 @dataclass(frozen=True)
 class LossEstimate:
-    """``mean`` of $(\\hat y - y_{n+1})^2$ over ``num_prompts`` prompts, ``std_error`` its MC error.
-
-    ``integrated``: what was integrated out exactly rather than sampled (module doc):
-    ``"none"``, ``"task"`` or ``"task+query"``."""
+    r"""A test loss from :func:`test_loss`: ``mean`` $\pm$ ``std_error`` of the per-prompt
+    samples $e$ over ``num_prompts`` test prompts; ``normalised`` $\pm$
+    ``normalised_std_error``: its ratio to the zero predictor's loss $\frac1N\sum y_{n+1}^2$ on
+    the *same* prompts (a paired ratio, far more precise than dividing by $\mathbb E[y^2]$; the
+    error is the delta method's); ``worst``: the largest sample over that zero loss, and
+    ``worst_share``: its share of the sum of all samples (near 0 for a light-tailed loss, near 1
+    when one prompt carries the mean); ``integrated``: what was integrated out exactly rather
+    than sampled (module doc): ``"none"``, ``"task"`` or ``"task+query"``."""
 
     mean: float
     std_error: float
     num_prompts: int
     integrated: str = "none"
+    normalised: float = math.nan
+    normalised_std_error: float = math.nan
+    worst: float = math.nan
+    worst_share: float = math.nan
 
     @property
     def relative_error(self) -> float:
@@ -211,147 +220,85 @@ def batches_of_test_prompts(task: TaskConfig, seed: int = 0, device: torch.devic
         step += 1
 
 
-@torch.no_grad()
-def estimate_loss(
-    predict: Callable[[Prompts], torch.Tensor] | InContextRegressor,
-    task: TaskConfig,
-    device: torch.device | str = "cpu",
-    seed: int = 0,
-    relative_error: float = 0.01,
-    batch_size: int = 20000,
-    max_prompts: int = 2_000_000,
-    min_prompts: int = 40000,
-    dtype: torch.dtype = torch.float32,
-    integrate: str = "none",
-) -> LossEstimate:
-    """Monte Carlo test loss of ``predict`` (a model or a function of prompts) to a given
-    precision.
-
-    Where it differs from :func:`paired_test_losses` (the estimator of a fixed number of test
-    prompts): it stops by itself, drawing batches of ``batch_size`` from the same test stream
-    (:func:`batches_of_test_prompts`) until the standard error is at most ``relative_error``
-    of the mean (at least ``min_prompts``, at most about ``max_prompts``), for one predictor;
-    the mean and standard error it returns are computed as :func:`paired_test_losses` computes
-    them, so on the same prompts both give the same numbers.
-
-    ``integrate`` (:func:`squared_error_sampler`): what is integrated out exactly instead of
-    sampled; ``"task"`` costs $\\min(n, p)$ predictions per prompt, ``"task+query"`` (GD-form
-    stacks) less than one."""
-    check_float("relative_error", relative_error, 0.0, strict_minimum=True)
-    batch_size = check_int("batch", batch_size, minimum=1)
-    max_prompts = check_int("max_prompts", max_prompts, minimum=1)
-    if isinstance(predict, InContextRegressor):
-        dtype = next(predict.parameters()).dtype
-    if integrate == "task+query":  # the conditional loss is computed in float64 from the inputs
-        dtype = torch.float64
-    sampler = squared_error_sampler(predict, task, integrate)
-    total = total_sq = 0.0
-    count = 0
-    for prompts in batches_of_test_prompts(task, seed, device, dtype, batch_size):
-        errors = sampler(prompts)
-        total += float(errors.sum())
-        total_sq += float((errors**2).sum())
-        count += errors.numel()
-        mean = total / count
-        variance = max(total_sq / count - mean**2, 0.0)
-        std_error = math.sqrt(variance / count)
-        if count >= min(min_prompts, max_prompts) and std_error <= relative_error * mean:
-            break
-        if count >= max_prompts:
-            break
-    return LossEstimate(mean, std_error, count, integrate)
-
-
-@dataclass(frozen=True)
-class PairedLoss:
-    r"""A test loss measured on a fixed set of test prompts that every compared predictor shares.
-
-    ``mean`` $\pm$ ``std_error``: the mean squared error; ``normalised`` $\pm$
-    ``normalised_std_error``: its ratio to the zero predictor's loss $\frac1N\sum y_{n+1}^2$ on
-    the *same* prompts (a paired ratio, far more precise than dividing by $\mathbb E[y^2]$;
-    the error is the delta method's); ``worst``: the largest squared error on one prompt, over
-    the zero predictor's mean loss (a model with heavy-tailed errors shows it here first)."""
-
-    mean: float
-    std_error: float
-    normalised: float
-    normalised_std_error: float
-    num_prompts: int
-    worst: float
-
-
 Predictor = Callable[[Prompts], torch.Tensor] | InContextRegressor
 
 
 @torch.no_grad()
-def paired_test_losses(predict: Predictor | Sequence[Predictor], task: TaskConfig,
-                       num_prompts: int = 100_000, seed: int = 0, device: torch.device | str = "cpu",
-                       batch_size: int = 4000, dtype: torch.dtype | None = None,
-                       integrate: str = "none", return_samples: bool = False
-                       ) -> list[PairedLoss] | tuple[list[PairedLoss], np.ndarray]:
-    r"""The library's one test-loss estimator on a fixed set of test prompts: a
-    :class:`PairedLoss` per predictor, all on the first ``num_prompts`` prompts of the test stream
-    of ``seed`` (:func:`batches_of_test_prompts`, batches of ``batch_size``).
+def test_loss(predictors: Predictor | Sequence[Predictor], task: TaskConfig,
+              num_prompts: int | None = None, *, relative_error: float | None = None,
+              seed: int = 0, device: torch.device | str = "cpu", batch_size: int | None = None,
+              dtype: torch.dtype | None = None, integrate: str = "none", min_prompts: int = 40000,
+              max_prompts: int = 2_000_000, return_samples: bool = False
+              ) -> LossEstimate | list[LossEstimate] | tuple[list[LossEstimate], np.ndarray]:
+    r"""The library's one test-loss estimator: the Monte Carlo test loss of one predictor (a
+    model or a function of prompts), or of several on the *same* test prompts (paired), each a
+    :class:`LossEstimate`.
 
-    ``predict``: a model or a function of prompts, a list of them, or one function whose
-    predictions have a leading member axis ``(E, B)`` (a stack of models run as one). The
-    per-prompt samples $e$ are those of :func:`squared_error_sampler` (``integrate``: what is
-    integrated out exactly), the paired normaliser is $z = y_{n+1}^2$ of the same prompts:
-    over $N$ prompts, ``mean`` $= ar e$, ``std_error`` $= \sqrt{(\overline{e^2} - ar e^2)/N}$,
-    ``normalised`` $= r = ar e / ar z$ with the delta method's error
-    $\sqrt{(\overline{e^2} - 2r\,\overline{ez} + r^2\,\overline{z^2} - (ar e - rar z)^2)/N}
-    \,/\, ar z$. ``dtype`` of the prompts: float64 for ``"task+query"``, else that of the first
-    model, else float32. With ``return_samples`` also the samples, ``(E, num_prompts)``."""
+    The prompts are the test stream of ``seed`` (:func:`batches_of_test_prompts`, never seen in
+    training), in batches of ``batch_size`` (default 4000 for a fixed count, 20000 when it stops
+    at a precision). Either ``num_prompts`` of them, or, with ``relative_error`` (the default,
+    1%, when neither is given), batches until every predictor's standard error is at most that
+    fraction of its mean (at least ``min_prompts``, at most about ``max_prompts``).
+
+    The per-prompt samples $e$ are those of :func:`squared_error_sampler` (``integrate``: what
+    is integrated out exactly; ``"task"`` costs $\min(n, p)$ predictions per prompt,
+    ``"task+query"`` (GD-form stacks) less than one); the paired normaliser is $z =
+    y_{n+1}^2$ of the same prompts. Over $N$ prompts: ``mean`` $= \bar e$, ``std_error`` $=
+    \sqrt{(\overline{e^2} - \bar e^2)/N}$, ``normalised`` $= r = \bar e / \bar z$ with the
+    delta method's error $\sqrt{(\overline{e^2} - 2r\,\overline{ez} + r^2\,\overline{z^2} -
+    (\bar e - r\bar z)^2)/N} \,/\, \bar z$. ``dtype`` of the prompts: float64 for
+    ``"task+query"``, else that of the first model, else float32. Returns one estimate for one
+    predictor, a list for a list; with ``return_samples`` also the samples, ``(E, N)``."""
     check_choice("integrate", integrate, INTEGRATIONS)
-    predictors = list(predict) if isinstance(predict, (list, tuple)) else [predict]
-    if not predictors:
-        raise ConfigError("predict", predict, "at least one model or predictor")
-    if dtype is None:
-        first = predictors[0]
+    single = not isinstance(predictors, (list, tuple))
+    listed = [predictors] if single else list(predictors)
+    if not listed:
+        raise ConfigError("predictors", predictors, "at least one model or predictor")
+    if num_prompts is not None and relative_error is not None:
+        raise ConfigError("num_prompts", num_prompts, "None when relative_error is given")
+    if num_prompts is None:
+        relative_error = check_float("relative_error", 0.01 if relative_error is None
+                                     else relative_error, 0.0, strict_minimum=True)
+        max_prompts = check_int("max_prompts", max_prompts, minimum=1)
+    else:
+        num_prompts = check_int("num_prompts", num_prompts, minimum=1)
+    batch_size = check_int("batch_size", batch_size or (4000 if relative_error is None else 20000),
+                           minimum=1)
+    if dtype is None or integrate == "task+query":
+        first = listed[0]
         dtype = (torch.float64 if integrate == "task+query" else next(first.parameters()).dtype
                  if isinstance(first, InContextRegressor) else torch.float32)
-    samplers = [squared_error_sampler(p, task, integrate) for p in predictors]
-
-    def sample(prompts: Prompts) -> torch.Tensor:
-        if len(samplers) == 1:
-            values = samplers[0](prompts)
-            return values.reshape(-1, values.shape[-1])
-        return torch.stack([s(prompts) for s in samplers])
-
-    sums = worst = None  # per predictor: sums of e, z, e^2, z^2, e z; largest e
+    samplers = [squared_error_sampler(p, task, integrate) for p in listed]
+    sums = np.zeros((len(listed), 5))  # per predictor: sums of e, z, e^2, z^2, e z
+    worst = np.zeros(len(listed))
     kept, count = [], 0
     for prompts in batches_of_test_prompts(task, seed, device, dtype, batch_size, num_prompts):
-        e = sample(prompts)  # (E, b)
+        e = torch.stack([sample(prompts) for sample in samplers])  # (E, b)
         z = prompts.query_label.double() ** 2
-        if sums is None:
-            sums, worst = np.zeros((e.shape[0], 5)), np.zeros(e.shape[0])
         for k, row in enumerate(e):
             sums[k] += np.array([float(v.sum()) for v in (row, z, row * row, z * z, row * z)])
             worst[k] = max(worst[k], float(row.max()))
         if return_samples:
             kept.append(e.cpu())
         count += e.shape[1]
+        if relative_error is not None:
+            mean, square = sums[:, 0] / count, sums[:, 2] / count
+            error = np.sqrt(np.maximum(square - mean**2, 0.0) / count)
+            if count >= max_prompts or (count >= min(min_prompts, max_prompts)
+                                        and np.all(error <= relative_error * mean)):
+                break
     losses = []
-    for k in range(len(sums)):
+    for k in range(len(listed)):
         e_mean, z_mean, e2, z2, ez = sums[k] / count
         ratio = e_mean / z_mean
         var_e = max(e2 - e_mean**2, 0.0)
         var_ratio = max(e2 - 2 * ratio * ez + ratio**2 * z2 - (e_mean - ratio * z_mean) ** 2, 0.0)
-        losses.append(PairedLoss(float(e_mean), float(np.sqrt(var_e / count)), float(ratio),
-                                 float(np.sqrt(var_ratio / count) / z_mean), count,
-                                 float(worst[k] / z_mean)))
-    return (losses, torch.cat(kept, dim=1).numpy()) if return_samples else losses
+        losses.append(LossEstimate(float(e_mean), float(np.sqrt(var_e / count)), count, integrate,
+                                   float(ratio), float(np.sqrt(var_ratio / count) / z_mean),
+                                   float(worst[k] / z_mean),
+                                   float(worst[k] / sums[k, 0]) if sums[k, 0] > 0 else 0.0))
+    result = losses[0] if single else losses
+    return (result, torch.cat(kept, dim=1).numpy()) if return_samples else result
 
 
-def paired_test_loss(predict: Predictor, task: TaskConfig, num_prompts: int = 100_000, seed: int = 0,
-                     device: torch.device | str = "cpu", batch_size: int = 4000,
-                     dtype: torch.dtype | None = None, integrate: str = "none") -> PairedLoss:
-    """:class:`PairedLoss` of one model or predictor on the first ``num_prompts`` prompts of the
-    test stream of ``seed``, drawn in batches of ``batch_size`` (the same prompts for every call
-    with the same ``task``, ``seed`` and ``batch_size``): :func:`paired_test_losses` of one
-    predictor."""
-    losses = paired_test_losses(predict, task, num_prompts, seed, device, batch_size, dtype, integrate)
-    if len(losses) != 1:
-        raise ConfigError("predict", f"{len(losses)} predictions per prompt",
-                          "one predictor (paired_test_losses measures several)")
-    return losses[0]
+test_loss.__test__ = False  # a library function, not a test, where a test module imports it
