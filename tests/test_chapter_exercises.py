@@ -23,7 +23,11 @@ from nlicl_lib.book.exercises import ExerciseFailed
 from nlicl_lib.core.book_refs import RESULTS
 from nlicl_lib.theory import capacity, closed_forms
 
-EXERCISES = sorted(name for name in dir(chx) if re.fullmatch(r"exercise_\d+_\d+", name))
+EXERCISES = sorted(chx.CHECKERS)  # the exercises' numbers, "1.1" ...
+
+
+def checker_name(exercise_id: str) -> str:
+    return chx.CHECKERS[exercise_id].__name__
 
 
 class StubRun:
@@ -49,22 +53,21 @@ def _stub(monkeypatch, test_loss, theory_loss=1.0, null_loss=1.0) -> StubRun:
 
 # --- every exercise waits for its answer ---------------------------------------------------------
 
-@pytest.mark.parametrize("name", EXERCISES)
-def test_an_unset_answer_says_what_to_set_and_runs_nothing(name, capsys, monkeypatch):
+@pytest.mark.parametrize("exercise_id", EXERCISES)
+def test_an_unset_answer_says_what_to_set_and_runs_nothing(exercise_id, capsys, monkeypatch):
     stub = _stub(monkeypatch, 1.0)
-    function = getattr(chx, name)
+    function = chx.CHECKERS[exercise_id]
     answers = [p for p in inspect.signature(function).parameters.values()
                if p.default is inspect.Parameter.empty]
     function(*[None] * len(answers))
     out = capsys.readouterr().out
-    exercise_id = name.removeprefix("exercise_").replace("_", ".")
     assert f"Exercise {exercise_id}: set `{answers[0].name}`" in out and not stub.calls
 
 
-@pytest.mark.parametrize("name", EXERCISES)
-def test_each_docstring_states_the_equation_and_the_result_it_checks(name):
-    doc = getattr(chx, name).__doc__
-    assert doc.startswith(f"Exercise {name.removeprefix('exercise_').replace('_', '.')}")
+@pytest.mark.parametrize("exercise_id", EXERCISES)
+def test_each_docstring_states_the_equation_and_the_result_it_checks(exercise_id):
+    doc = chx.CHECKERS[exercise_id].__doc__
+    assert doc.startswith(f"Exercise {exercise_id}")
     assert "$" in doc, "the chapter's equation, in the page's symbols"
     assert any(f"({label})" in doc for label in RESULTS), "the result it checks, by label"
 
@@ -73,33 +76,33 @@ def test_each_docstring_states_the_equation_and_the_result_it_checks(name):
 
 def test_exercise_1_1_passes_at_the_optimum_and_fails_above_it(monkeypatch):
     stub = _stub(monkeypatch, test_loss=1.01, theory_loss=1.0)
-    chx.exercise_1_1(0.02)
+    chx.check_learning_rate(0.02)
     assert stub.calls[0][2].learning_rate == 0.02 and stub.calls[0][2].steps == 300
     _stub(monkeypatch, test_loss=3.0, theory_loss=1.0)  # what 0.001 leaves after 300 steps
     with pytest.raises(ExerciseFailed, match="raise it"):
-        chx.exercise_1_1(0.001)
+        chx.check_learning_rate(0.001)
 
 
 def test_exercise_1_2_checks_the_formula_then_the_trained_layer(monkeypatch):
     d, n, sigma = 5, 20, 1.0
     answer = d * (d + 1 + sigma**2) / (n + d + 1 + sigma**2)  # the solution's formula
     stub = _stub(monkeypatch, test_loss=answer * 1.01)
-    chx.exercise_1_2(answer, d=d, n=n, sigma=sigma)
+    chx.check_noisy_optimum_formula(answer, d=d, n=n, sigma=sigma)
     assert stub.calls[0][0].noise_std == sigma
     with pytest.raises(ExerciseFailed, match="your L\\*") as failure:
-        chx.exercise_1_2(d * (d + 1) / (n + d + 1), d=d, n=n, sigma=sigma)  # the noiseless one
+        chx.check_noisy_optimum_formula(d * (d + 1) / (n + d + 1), d=d, n=n, sigma=sigma)  # the noiseless one
     assert "(d + 1 + " not in failure.value.hint, "the hint does not give the formula away"
     _stub(monkeypatch, test_loss=answer * 1.2)
     with pytest.raises(ExerciseFailed, match="trained test loss"):
-        chx.exercise_1_2(answer, d=d, n=n, sigma=sigma)
+        chx.check_noisy_optimum_formula(answer, d=d, n=n, sigma=sigma)
 
 
 def test_exercise_1_3_derived_step(capsys):
-    chx.exercise_1_3(20 / 26)
+    chx.check_preconditioner_scale(20 / 26)
     assert "✓ Exercise 1.3" in capsys.readouterr().out
-    chx.exercise_1_3(0.769)  # three significant digits are enough
+    chx.check_preconditioner_scale(0.769)  # three significant digits are enough
     with pytest.raises(ExerciseFailed):
-        chx.exercise_1_3(1.0)  # the plain step
+        chx.check_preconditioner_scale(1.0)  # the plain step
     # the loss it prints: L(gamma I) is lowest at gamma*, with Theorem 5's value there
     gamma, optimum = closed_forms.linear_gd_optimum_isotropic(5, 20)
     assert chx.linear_step_loss(gamma) == pytest.approx(optimum, rel=1e-12)
@@ -110,93 +113,93 @@ def test_exercise_1_3_derived_step(capsys):
 
 def test_exercise_2_1_checks_the_bound_then_the_trained_stack(monkeypatch):
     stub = _stub(monkeypatch, test_loss=0.9 * 15, null_loss=15)
-    chx.exercise_2_1((15 - 3) / 15)
+    chx.check_linear_bound_fraction((15 - 3) / 15)
     assert stub.calls[0][1].depth == 2
     with pytest.raises(ExerciseFailed, match="your bound"):
-        chx.exercise_2_1(0.75)
+        chx.check_linear_bound_fraction(0.75)
     _stub(monkeypatch, test_loss=0.7 * 15, null_loss=15)  # below the bound: impossible
     with pytest.raises(ExerciseFailed, match="no model of this class can beat"):
-        chx.exercise_2_1(0.8)
+        chx.check_linear_bound_fraction(0.8)
 
 
 def test_exercise_2_2_any_depth_that_does_not_beat_zero(monkeypatch):
     stub = _stub(monkeypatch, test_loss=1.01)
-    chx.exercise_2_2(3)
+    chx.check_deep_lsa_cannot_beat_zero(3)
     assert stub.calls[0][1].depth == 3 and stub.calls[0][0].homogeneous
     _stub(monkeypatch, test_loss=0.9)
     with pytest.raises(ExerciseFailed):
-        chx.exercise_2_2(3)
+        chx.check_deep_lsa_cannot_beat_zero(3)
 
 
 def test_exercise_2_3_derived_affine_bound(capsys):
-    chx.exercise_2_3((25 - 5) / 25)
+    chx.check_affine_bound_fraction((25 - 5) / 25)
     assert "affine 0.750" in capsys.readouterr().out  # the d = 3 value it prints for comparison
     with pytest.raises(ExerciseFailed):
-        chx.exercise_2_3(0.75)  # the d = 3 value, not the d = 5 one
+        chx.check_affine_bound_fraction(0.75)  # the d = 3 value, not the d = 5 one
     with pytest.raises(ExerciseFailed):
-        chx.exercise_2_3(1.0)  # the linear bound
+        chx.check_affine_bound_fraction(1.0)  # the linear bound
 
 
 # --- chapter 3 ---------------------------------------------------------------------------------
 
 def test_exercise_3_1_kernel_weight():
-    chx.exercise_3_1(2.5)
+    chx.check_kernel_linear_weight(2.5)
     with pytest.raises(ExerciseFailed, match="your kernel's loss"):
-        chx.exercise_3_1(0.0)
+        chx.check_kernel_linear_weight(0.0)
 
 
 def test_exercise_3_2_initialisation(monkeypatch):
     stub = _stub(monkeypatch, test_loss=1.005, theory_loss=1.0)
-    chx.exercise_3_2("large")
+    chx.check_glu_initialisation("large")
     model, train = stub.calls[0][1:]
     assert model.glu_init == "large" and train.seed == 1 and train.steps == 1000
     _stub(monkeypatch, test_loss=1.05, theory_loss=1.0)  # a stall on a plateau
     with pytest.raises(ExerciseFailed, match="glu_init"):
-        chx.exercise_3_2("small")
+        chx.check_glu_initialisation("small")
 
 
 def test_exercise_3_3_derived_asymptote(capsys):
-    chx.exercise_3_3(18 + 120 / 3 - 4)
+    chx.check_one_over_n_constant(18 + 120 / 3 - 4)
     out = capsys.readouterr().out
     assert "crossover n = c / E[y²] = 13.5" in out
     with pytest.raises(ExerciseFailed):
-        chx.exercise_3_3(2 * 3)  # the linear task's d(d+1) with d = 2 unknowns
+        chx.check_one_over_n_constant(2 * 3)  # the linear task's d(d+1) with d = 2 unknowns
 
 
 # --- chapter 4 ---------------------------------------------------------------------------------
 
 def test_exercise_4_1_best_single_feature():
-    chx.exercise_4_1([1, 0, 0, 1, 0, 1])
+    chx.check_one_slot_feature([1, 0, 0, 1, 0, 1])
     with pytest.raises(ExerciseFailed, match="non-zero mean"):
-        chx.exercise_4_1([1, 0, 0, 0, 0, 0])
+        chx.check_one_slot_feature([1, 0, 0, 0, 0, 0])
 
 
 def test_exercise_4_2_slots():
-    chx.exercise_4_2(10 + 20)
+    chx.check_slots_for_degree_three(10 + 20)
     with pytest.raises(ExerciseFailed):
-        chx.exercise_4_2(20)
+        chx.check_slots_for_degree_three(20)
 
 
 def test_exercise_4_3_block_size(monkeypatch):
     kernel = closed_forms.one_step_kernel_gd_optimum(chx.QUADRATIC_TASK).loss
     stub = _stub(monkeypatch, test_loss=kernel * 1.01)
-    chx.exercise_4_3(6, 6)
+    chx.check_block_size(6, 6)
     model = stub.calls[0][1]
     assert (model.feature_slots, model.glu_width) == (6, 6)
     _stub(monkeypatch, test_loss=capacity.slot_increments(chx.QUADRATIC_TASK).loss(5))
     with pytest.raises(ExerciseFailed, match="item 3"):
-        chx.exercise_4_3(5, 6)  # the best 5-slot block is strictly above the kernel optimum
+        chx.check_block_size(5, 6)  # the best 5-slot block is strictly above the kernel optimum
 
 
 def test_exercise_4_4_derived_slot_gain(capsys):
     n = chx.SLOT_TASK.context_length
     kappa_c = (n - 1) / n + (7 + 33 + 15) / n  # E[||phi||² x1² x2²] = 55
-    chx.exercise_4_4(1 / kappa_c)
+    chx.check_fourth_slot_gain(1 / kappa_c)
     assert "slot 4 worth" in capsys.readouterr().out
     with pytest.raises(ExerciseFailed):
-        chx.exercise_4_4(1 / (19 / 20 + 55 / 20))  # n = 20, the page's context length
+        chx.check_fourth_slot_gain(1 / (19 / 20 + 55 / 20))  # n = 20, the page's context length
     with pytest.raises(ExerciseFailed):
-        chx.exercise_4_4(1 / 3.7 * 2)
+        chx.check_fourth_slot_gain(1 / 3.7 * 2)
 
 
 # --- chapter 5 ---------------------------------------------------------------------------------
@@ -204,27 +207,27 @@ def test_exercise_4_4_derived_slot_gain(capsys):
 def test_exercise_5_1_depth(monkeypatch):
     single = capacity.best_feature_subspace(chx.QUADRATIC_TASK, 3).loss
     stub = _stub(monkeypatch, test_loss=0.85 * single)
-    chx.exercise_5_1(2)
+    chx.check_depth_beats_one_block(2)
     model = stub.calls[0][1]
     assert model.depth == 2 and model.feature_slots == 3
     assert stub.eval_batch_size == 5000  # a panel's batches for a stack at n = 20 (memory)
     _stub(monkeypatch, test_loss=single)
     with pytest.raises(ExerciseFailed, match="90% of the best 3-slot block"):
-        chx.exercise_5_1(1)
+        chx.check_depth_beats_one_block(1)
 
 
 def test_exercise_5_2_wide_or_narrow():
-    chx.exercise_5_2(False)
+    chx.check_wide_block_against_depth(False)
     with pytest.raises(ExerciseFailed):
-        chx.exercise_5_2(True)
+        chx.check_wide_block_against_depth(True)
 
 
 def test_exercise_5_3_degree_doubles():
-    chx.exercise_5_3(8)
+    chx.check_slot_degree(8)
     assert chx.slot_degrees(3) == [2, 4, 8] and chx.slot_degrees(3, "x") == [2, 2, 2]
     with pytest.raises(ExerciseFailed):
-        chx.exercise_5_3(6)  # two more per block
-    chx.exercise_5_3(4, depth=2)
+        chx.check_slot_degree(6)  # two more per block
+    chx.check_slot_degree(4, depth=2)
 
 
 # --- the chapters' cells --------------------------------------------------------------------------
@@ -265,23 +268,23 @@ def test_each_exercise_cell_is_the_import_the_readers_line_and_one_call(page):
     found = _exercise_cells(page)
     assert found, "every chapter has exercises"
     for exercise_id, code, solutions in found:
-        name = "exercise_" + exercise_id.replace(".", "_")
+        name = checker_name(exercise_id)
         lines = code.splitlines()
         student = [k for k, line in enumerate(lines) if STUDENT_LINE.match(line)]
         assert student, f"{exercise_id}: no line `answer = None  # ...` for the reader"
         assert student[0] <= MAX_LINES_BEFORE, f"{exercise_id}: {student[0]} lines before it"
         assert all("#" in lines[k] for k in student), f"{exercise_id}: say what to put"
         assert f"from nlicl_lib.book.chapter_exercises import {name}" in code
-        calls = re.findall(r"\bexercise_\d+_\d+\(", code)
-        assert calls == [f"{name}("], f"{exercise_id}: exactly one call, of its own exercise"
-        assert "def " not in code and "check_" not in code, "the checking code is in the library"
+        calls = re.findall(r"\b(" + "|".join(map(checker_name, EXERCISES)) + r")\(", code)
+        assert calls == [name], f"{exercise_id}: exactly one call, of its own exercise"
+        assert "def " not in code, "the checking code is in the library"
         # the solution calls the same function, with the answer
         assert sum(s.count(f"{name}(") for s in solutions) == 1, exercise_id
     assert len({i for i, _, _ in found}) == len(found)
 
 
-@pytest.mark.parametrize("name", EXERCISES)
-def test_every_library_exercise_is_on_its_chapter(name):
-    chapter = name.split("_")[1]
+@pytest.mark.parametrize("exercise_id", EXERCISES)
+def test_every_library_exercise_is_on_its_chapter(exercise_id):
+    chapter = exercise_id.split(".")[0]
     [page] = [p for p in CHAPTERS if p.stem.startswith(f"ch{chapter}_")]
-    assert f"import {name}\n" in page.read_text(encoding="utf-8")
+    assert f"import {checker_name(exercise_id)}\n" in page.read_text(encoding="utf-8")

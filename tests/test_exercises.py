@@ -11,6 +11,7 @@ import jupytext
 import pytest
 
 from nlicl_lib.book import exercises
+from nlicl_lib.book.chapter_exercises import CHECKERS
 from nlicl_lib.book.exercises import (
     ExerciseFailed,
     attempt,
@@ -106,6 +107,6 @@ def test_removing_the_solution_cells_leaves_each_exercise_and_no_solution(page):
         assert label, "each exercise block has a label ex-<chapter>-<number>"
         exercise_id = f"{label.group(2)}.{label.group(3)}"
         # one call, the reader's (with the value still to set); the solution's call is gone
-        call = f"exercise_{label.group(2)}_{label.group(3)}("
+        call = f"{CHECKERS[exercise_id].__name__}("
         assert left.count(call) == 1, exercise_id
         assert "\n".join(c.source for c in cells).count(call) == 2, "and the solution's call"

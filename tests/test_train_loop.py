@@ -191,16 +191,18 @@ def test_an_infinite_loss_is_reported_at_its_step(monkeypatch, bad):
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_models_trained_together_take_the_steps_they_take_alone(dtype):
     """Three GLU-LSA models in the GD form, two of one shape (different seeds and label noise:
-    one pass per step over both) and a deeper one (its own pass over the same statistics), all
-    in one group, trained together and each alone: the same
-    losses and weights (measured on one thread: equal to the last bit, in both dtypes; held to
-    these tolerances, since the stacked products may sum in another order elsewhere)."""
+    one mapped pass per step over both) and a deeper one (called as it is, on the same
+    statistics), all in one group, trained together and each alone: the same losses and
+    weights. In float64 to 1e-12. In float32 the mapped pass rounds its products differently
+    from a model called alone, and training carries the last-bit differences on: measured
+    1.5e-5 after 60 steps (the third model, alone in its shape both ways, equal to the bit),
+    held to 1e-4."""
     tasks = [TaskConfig(kind="poly", input_dim=2, context_length=10, degree=2, noise_std=s)
              for s in (0.0, 0.5, 0.0)]
     shapes = [ModelConfig(kind="glu-lsa"), ModelConfig(kind="glu-lsa"),
               ModelConfig(kind="glu-lsa", depth=2)]
     configs = [TrainConfig(steps=60, batch_size=32, seed=s) for s in (1, 2, 3)]
-    rtol = 1e-12 if dtype == torch.float64 else 1e-5
+    rtol = 1e-12 if dtype == torch.float64 else 1e-4
     together = [build_model(c, t, seed=k.seed, dtype=dtype)
                 for c, t, k in zip(shapes, tasks, configs, strict=True)]
     results = train(together, tasks, configs, progress=False)

@@ -2,10 +2,10 @@ r"""The chapters' exercises: what each exercise cell runs and checks, one functi
 
 A chapter's exercise cell imports its function, sets the reader's answer and calls it once::
 
-    from nlicl_lib.book.chapter_exercises import exercise_4_1
+    from nlicl_lib.book.chapter_exercises import check_one_slot_feature
 
     coefficients = None  # six numbers: the coefficients of x1², x1x2, x1x3, x2², x2x3, x3²
-    exercise_4_1(coefficients)
+    check_one_slot_feature(coefficients)
 
 Each ``exercise_<chapter>_<k>`` hands its answers to :func:`nlicl_lib.book.exercises.attempt`:
 while an answer is ``None`` it only says what to set (so *Run all* never stops at an exercise);
@@ -24,7 +24,7 @@ closed form, within the stated tolerance, then shows the result at work).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 
 import numpy as np
@@ -53,14 +53,14 @@ LINEAR_DIM, LINEAR_CONTEXT = 5, 20
 
 # --- chapter 1: linear self-attention is one step of gradient descent ------------------------
 
-def exercise_1_1(learning_rate: float | None) -> None:
+def check_learning_rate(learning_rate: float | None) -> None:
     r"""Exercise 1.1: a learning rate with which 300 Adam steps of 1000 prompts bring one LSA
     layer ($d = 5$, $n = 20$) within 2% of the best one-step loss of Theorem 5
     (thm-linear-optimum), $\mathcal L^* = \frac{d(d+1)}{n+d+1}$."""
-    exercises.attempt("1.1", _exercise_1_1, learning_rate=learning_rate)
+    exercises.attempt("1.1", _check_learning_rate, learning_rate=learning_rate)
 
 
-def _exercise_1_1(learning_rate: float) -> None:
+def _check_learning_rate(learning_rate: float) -> None:
     task = TaskConfig(kind="linear", input_dim=LINEAR_DIM, context_length=LINEAR_CONTEXT)
     model = ModelConfig(kind="lsa")
     train = default_train_config(task, model, steps=300, batch_size=1000,
@@ -74,7 +74,7 @@ def _exercise_1_1(learning_rate: float) -> None:
              "learning rate, so raise it (by factors of 3); if training diverges, lower it.")
 
 
-def exercise_1_2(predicted_loss: float | None, d: int = LINEAR_DIM, n: int = LINEAR_CONTEXT,
+def check_noisy_optimum_formula(predicted_loss: float | None, d: int = LINEAR_DIM, n: int = LINEAR_CONTEXT,
                  sigma: float = 1.0) -> None:
     r"""Exercise 1.2: the reader's formula for the best one-step loss with label noise of
     standard deviation $\sigma$, checked against Theorem 5 (thm-linear-optimum) with
@@ -83,11 +83,11 @@ def exercise_1_2(predicted_loss: float | None, d: int = LINEAR_DIM, n: int = LIN
     $\Gamma^* = \big(\tfrac{n+1}{n}\Sigma + \tfrac{\operatorname{tr}\Sigma + \sigma^2}{n} I_d\big)^{-1}$
     (:func:`~nlicl_lib.theory.closed_forms.linear_gd_optimum_isotropic`, to rounding); then a
     layer trained at that $\sigma$ must reach it within 3%."""
-    exercises.attempt("1.2", _exercise_1_2, predicted_loss=predicted_loss, d=d, n=n,
+    exercises.attempt("1.2", _check_noisy_optimum_formula, predicted_loss=predicted_loss, d=d, n=n,
                       sigma=sigma)
 
 
-def _exercise_1_2(predicted_loss: float, d: int, n: int, sigma: float) -> None:
+def _check_noisy_optimum_formula(predicted_loss: float, d: int, n: int, sigma: float) -> None:
     title = "The optimum with label noise"
     exercises.check_close(
         predicted_loss, closed_forms.linear_gd_optimum_isotropic(d, n, sigma)[1], rel=1e-9,
@@ -105,7 +105,7 @@ def _exercise_1_2(predicted_loss: float, d: int, n: int, sigma: float) -> None:
         what="trained test loss", theory="your L*", hint="train longer (more steps).")
 
 
-def exercise_1_3(step_scale: float | None) -> None:
+def check_preconditioner_scale(step_scale: float | None) -> None:
     r"""Exercise 1.3 (derive first): the scale $\gamma$ of the best preconditioner
     $\Gamma^* = \gamma I_d$ for $d = 5$, $n = 20$ and no noise, from Theorem 5
     (thm-linear-optimum), $\Gamma^* = \big(\tfrac{n+1}{n}\Sigma + \tfrac{\operatorname{tr}\Sigma
@@ -113,7 +113,7 @@ def exercise_1_3(step_scale: float | None) -> None:
     significant digits). Then it prints the exact loss of one GD step
     $\hat y = x_{n+1}^\top \Gamma g$ (Proposition 4 (prop-lsa-gd)) at the reader's step and at
     the plain step $\Gamma = I_d$."""
-    exercises.attempt("1.3", _exercise_1_3, step_scale=step_scale)
+    exercises.attempt("1.3", _check_preconditioner_scale, step_scale=step_scale)
 
 
 def linear_step_loss(step_scale: float, d: int = LINEAR_DIM, n: int = LINEAR_CONTEXT) -> float:
@@ -125,7 +125,7 @@ def linear_step_loss(step_scale: float, d: int = LINEAR_DIM, n: int = LINEAR_CON
     return closed_forms.one_step_gd_loss(step_scale * np.eye(d), x, x, n)
 
 
-def _exercise_1_3(step_scale: float) -> None:
+def _check_preconditioner_scale(step_scale: float) -> None:
     d, n = LINEAR_DIM, LINEAR_CONTEXT
     best, optimum = closed_forms.linear_gd_optimum_isotropic(d, n)
     exercises.check_close(
@@ -143,16 +143,16 @@ def _exercise_1_3(step_scale: float) -> None:
 
 # --- chapter 2: attention alone ---------------------------------------------------------------
 
-def exercise_2_1(bound_fraction: float | None) -> None:
+def check_linear_bound_fraction(bound_fraction: float | None) -> None:
     r"""Exercise 2.1 (derive first): the bound of Corollary 7 (cor-linear-bound) on the
     linear + quadratic task ($d = 3$), as a fraction of $\mathbb E[y^2]$,
     $\big(\operatorname{tr} S - \operatorname{tr}(C_x^\top \Sigma^{-1} C_x)\big) / \operatorname{tr} S$
     with $C_x = \mathbb E[x\phi^\top]$ (:func:`~nlicl_lib.theory.closed_forms.best_linear_loss`,
     to rounding); then a trained two-layer LSA must not beat it (3% for Monte Carlo error)."""
-    exercises.attempt("2.1", _exercise_2_1, bound_fraction=bound_fraction)
+    exercises.attempt("2.1", _check_linear_bound_fraction, bound_fraction=bound_fraction)
 
 
-def _exercise_2_1(bound_fraction: float) -> None:
+def _check_linear_bound_fraction(bound_fraction: float) -> None:
     title = "The bound on the linear + quadratic task"
     task = QUADRATIC_TASK
     exact = closed_forms.best_linear_loss(task) / closed_forms.null_loss(task)
@@ -173,14 +173,14 @@ def _exercise_2_1(bound_fraction: float) -> None:
              f"{ref('cor-linear-bound')}: run it again with more steps and report it.")
 
 
-def exercise_2_2(depth: int | None) -> None:
+def check_deep_lsa_cannot_beat_zero(depth: int | None) -> None:
     r"""Exercise 2.2: an LSA stack of the reader's depth $L \ge 2$ trained on the pure quadratic
     task must not beat the zero predictor: by Corollary 7 (cor-linear-bound) with $C_x = 0$,
     $\mathcal L \ge \mathbb E[y^2]$ (3% allowed for Monte Carlo error)."""
-    exercises.attempt("2.2", _exercise_2_2, depth=depth)
+    exercises.attempt("2.2", _check_deep_lsa_cannot_beat_zero, depth=depth)
 
 
-def _exercise_2_2(depth: int) -> None:
+def _check_deep_lsa_cannot_beat_zero(depth: int) -> None:
     model = ModelConfig(kind="lsa", depth=depth)
     train = default_train_config(PURE_QUADRATIC_TASK, model, steps=300, batch_size=500,
                                  learning_rate=0.02 / depth)
@@ -194,13 +194,13 @@ def _exercise_2_2(depth: int) -> None:
              "the settings.")
 
 
-def exercise_2_3(affine_fraction: float | None) -> None:
+def check_affine_bound_fraction(affine_fraction: float | None) -> None:
     r"""Exercise 2.3 (derive first): were there a constant entry in the tokens, the bound of
     Corollary 7 (cor-linear-bound) would be the best *affine* predictor's loss,
     $\mathbb E_f\big[\min_{v, b} \mathbb E_x (v^\top x + b - f(x))^2\big]$. The reader derives it
     for the pure quadratic task with $d = 5$, as a fraction of $\mathbb E[y^2]$; checked against
     :func:`~nlicl_lib.theory.linearity.best_affine_loss` within 0.1%."""
-    exercises.attempt("2.3", _exercise_2_3, affine_fraction=affine_fraction)
+    exercises.attempt("2.3", _check_affine_bound_fraction, affine_fraction=affine_fraction)
 
 
 def affine_task(input_dim: int = 5) -> TaskConfig:
@@ -209,7 +209,7 @@ def affine_task(input_dim: int = 5) -> TaskConfig:
                       homogeneous=True)
 
 
-def _exercise_2_3(affine_fraction: float) -> None:
+def _check_affine_bound_fraction(affine_fraction: float) -> None:
     task = affine_task()
     null = closed_forms.null_loss(task)
     exercises.check_close(
@@ -236,7 +236,7 @@ def kernel_moments() -> closed_forms.GDMoments:
                                    closed_forms.kernel_features(3, 2), 20)
 
 
-def exercise_3_1(linear_weight: float | None) -> None:
+def check_kernel_linear_weight(linear_weight: float | None) -> None:
     r"""Exercise 3.1: the weight $a$ of the kernel $k(x, x') = a\,x^\top x' + (x^\top x')^2$
     (Proposition 8 (prop-glu-kernel); $\Gamma = c\,\Gamma_a$,
     :func:`~nlicl_lib.theory.constructions.polynomial_kernel_gamma`). With the best step
@@ -244,10 +244,10 @@ def exercise_3_1(linear_weight: float | None) -> None:
     (:func:`~nlicl_lib.theory.closed_forms.best_step_size`) the exact loss must be within 3% of
     $\mathcal L^* = \operatorname{tr}S - \operatorname{tr}(S^3B^{-1})$ of Corollary 10
     (cor-same-span)."""
-    exercises.attempt("3.1", _exercise_3_1, linear_weight=linear_weight)
+    exercises.attempt("3.1", _check_kernel_linear_weight, linear_weight=linear_weight)
 
 
-def _exercise_3_1(linear_weight: float) -> None:
+def _check_kernel_linear_weight(linear_weight: float) -> None:
     moments = kernel_moments()
     _, yours = closed_forms.best_step_size(polynomial_kernel_gamma(3, linear_weight), moments)
     exercises.check_close(
@@ -259,15 +259,15 @@ def _exercise_3_1(linear_weight: float) -> None:
              "monomials carry, and how large each kind of feature is.")
 
 
-def exercise_3_2(glu_init: str | None) -> None:
+def check_glu_initialisation(glu_init: str | None) -> None:
     r"""Exercise 3.2: the GLU initialisation (``"small"``, ``"normal"``, ``"large"``) with which
     one block trained with seed 1 (1000 steps of 500 prompts) gets within 2% of the best
     one-step GD on $(x; \phi_2)$, $\mathcal L^* = \operatorname{tr}S - \operatorname{tr}(S^3B^{-1})$
     (Corollary 10 (cor-same-span))."""
-    exercises.attempt("3.2", _exercise_3_2, glu_init=glu_init)
+    exercises.attempt("3.2", _check_glu_initialisation, glu_init=glu_init)
 
 
-def _exercise_3_2(glu_init: str) -> None:
+def _check_glu_initialisation(glu_init: str) -> None:
     model = ModelConfig(kind="glu-lsa", glu_init=glu_init)
     train = default_train_config(QUADRATIC_TASK, model, steps=1000, batch_size=500,
                                  learning_rate=0.01, seed=1)
@@ -286,17 +286,17 @@ def _exercise_3_2(glu_init: str) -> None:
 ONE_VARIABLE_TASK = TaskConfig(kind="poly", input_dim=1, context_length=20, degree=2)
 
 
-def exercise_3_3(asymptote: float | None) -> None:
+def check_one_over_n_constant(asymptote: float | None) -> None:
     r"""Exercise 3.3 (derive first): the constant $c$ of Proposition 11 (prop-one-over-n),
     $c = \operatorname{tr}(S^{-1}F) - \operatorname{tr}S$ with $S = \mathbb E[\phi\phi^\top]$ and
     $F = \mathbb E[\|\phi\|^2\phi\phi^\top]$, for $d = 1$ and $\phi = (x, x^2)$; checked against
     :func:`~nlicl_lib.theory.closed_forms.one_step_gd_asymptote` within 0.1%. Then it prints
     $n\,\mathcal L^*(n) / c$ (Corollary 10 (cor-same-span), exact), which tends to 1, and the
     crossover $n_\times = c / \mathbb E[y^2]$."""
-    exercises.attempt("3.3", _exercise_3_3, asymptote=asymptote)
+    exercises.attempt("3.3", _check_one_over_n_constant, asymptote=asymptote)
 
 
-def _exercise_3_3(asymptote: float) -> None:
+def _check_one_over_n_constant(asymptote: float) -> None:
     task = ONE_VARIABLE_TASK
     c = closed_forms.one_step_gd_asymptote(task)
     exercises.check_close(
@@ -315,16 +315,16 @@ def _exercise_3_3(asymptote: float) -> None:
 
 # --- chapter 4: how big one block must be ------------------------------------------------------
 
-def exercise_4_1(coefficients: Sequence[float] | None) -> None:
+def check_one_slot_feature(coefficients: Sequence[float] | None) -> None:
     r"""Exercise 4.1: one slot $s(x) = c^\top\phi_2(x)$ (coefficients of
     $x_1^2, x_1x_2, x_1x_3, x_2^2, x_2x_3, x_3^2$) whose exact best loss on $\psi = (x; s(x))$,
     $\mathcal L^* = \operatorname{tr}S - \operatorname{tr}(T^{-1}CC^\top B^{-1}CC^\top)$ of
     Theorem 9 (thm-feature-optimum), is within 1% of the best one-slot block $\ell_1$ of
     Proposition 12 (prop-capacity)."""
-    exercises.attempt("4.1", _exercise_4_1, coefficients=coefficients)
+    exercises.attempt("4.1", _check_one_slot_feature, coefficients=coefficients)
 
 
-def _exercise_4_1(coefficients: Sequence[float]) -> None:
+def _check_one_slot_feature(coefficients: Sequence[float]) -> None:
     task = QUADRATIC_TASK
     quadratics = PolyMap.monomials(3, [2])
     slot = PolyMap(quadratics.exponents, np.array([coefficients], dtype=float))
@@ -340,15 +340,15 @@ def _exercise_4_1(coefficients: Sequence[float]) -> None:
              "non-zero mean?")
 
 
-def exercise_4_2(slots: int | None) -> None:
+def check_slots_for_degree_three(slots: int | None) -> None:
     r"""Exercise 4.2 (derive first): the slots one block needs for every monomial of degree 2
     and 3 in $d = 4$ variables, one per slot (Proposition 12 (prop-capacity)):
     $m = \sum_{j=2}^{k} p_j$ with $p_j = \binom{d+j-1}{j}$
     (:func:`~nlicl_lib.theory.capacity.required_embedding`); exact."""
-    exercises.attempt("4.2", _exercise_4_2, slots=slots)
+    exercises.attempt("4.2", _check_slots_for_degree_three, slots=slots)
 
 
-def _exercise_4_2(slots: int) -> None:
+def _check_slots_for_degree_three(slots: int) -> None:
     exercises.check_equal(
         slots, capacity.required_embedding(4, 3).slots, exercise="4.2",
         title="Slots for a cubic kernel", what="slots for d = 4, k = 3",
@@ -356,16 +356,16 @@ def _exercise_4_2(slots: int) -> None:
              "p_j counts the monomials of degree exactly j.")
 
 
-def exercise_4_3(slots: int | None, width: int | None) -> None:
+def check_block_size(slots: int | None, width: int | None) -> None:
     r"""Exercise 4.3: $m$ slots and $h$ GLU units with which one block trained for 600 steps gets
     within 2% of the one-step kernel-GD optimum on $\psi = (x; \phi_2)$,
     $\mathcal L^* = \operatorname{tr}S - \operatorname{tr}(T^{-1}CC^\top B^{-1}CC^\top)$
     (Theorem 9 (thm-feature-optimum)); by Proposition 12 (prop-capacity) it takes
     $\min(m, h) \ge p_2$."""
-    exercises.attempt("4.3", _exercise_4_3, slots=slots, width=width)
+    exercises.attempt("4.3", _check_block_size, slots=slots, width=width)
 
 
-def _exercise_4_3(slots: int, width: int) -> None:
+def _check_block_size(slots: int, width: int) -> None:
     task = QUADRATIC_TASK
     model = ModelConfig(kind="glu-lsa", feature_slots=slots, glu_width=width)
     train = default_train_config(task, model, steps=600, batch_size=1000, learning_rate=0.02)
@@ -384,17 +384,17 @@ def _exercise_4_3(slots: int, width: int) -> None:
 SLOT_TASK = TaskConfig(kind="poly", input_dim=3, context_length=40, degree=2)
 
 
-def exercise_4_4(fourth_slot_gain: float | None) -> None:
+def check_fourth_slot_gain(fourth_slot_gain: float | None) -> None:
     r"""Exercise 4.4 (derive first): how much the fourth slot lowers the best loss,
     $\ell_3 - \ell_4 = \lambda_4$, by Proposition 12 (prop-capacity) item 5 for $d = 3$,
     $n = 40$, no noise. The fourth slot holds a cross term, so $\lambda_4 = 1/\kappa_c$ with
     $\kappa_c = \frac{n-1}{n} + \frac1n \mathbb E\big[\|\phi\|^2 x_1^2x_2^2\big]$; checked
     against :func:`~nlicl_lib.theory.capacity.slot_increments` within 0.5%. Then it prints
     $\ell_r$ for every $r$."""
-    exercises.attempt("4.4", _exercise_4_4, fourth_slot_gain=fourth_slot_gain)
+    exercises.attempt("4.4", _check_fourth_slot_gain, fourth_slot_gain=fourth_slot_gain)
 
 
-def _exercise_4_4(fourth_slot_gain: float) -> None:
+def _check_fourth_slot_gain(fourth_slot_gain: float) -> None:
     found = capacity.slot_increments(SLOT_TASK)
     exercises.check_close(
         fourth_slot_gain, found.losses[3] - found.losses[4], rel=0.005, exercise="4.4",
@@ -412,16 +412,16 @@ def _exercise_4_4(fourth_slot_gain: float) -> None:
 
 # --- chapter 5: depth ----------------------------------------------------------------------------
 
-def exercise_5_1(depth: int | None) -> None:
+def check_depth_beats_one_block(depth: int | None) -> None:
     r"""Exercise 5.1: the smallest depth $L$ for which a stack of blocks with $m = 3$ slots,
     trained for 600 steps, ends at least 10% below the best single 3-slot block $\ell_3$ of
     Proposition 12 (prop-capacity); each block adds a step of block-coordinate descent,
     $r_i^{(\ell)} = r_i^{(\ell-1)} - \psi_\ell(x_i)^\top\Gamma_\ell g_\ell$ (Theorem 13
     (thm-depth-bcd))."""
-    exercises.attempt("5.1", _exercise_5_1, depth=depth)
+    exercises.attempt("5.1", _check_depth_beats_one_block, depth=depth)
 
 
-def _exercise_5_1(depth: int) -> None:
+def _check_depth_beats_one_block(depth: int) -> None:
     task = QUADRATIC_TASK
     model = ModelConfig(kind="glu-lsa", depth=depth, feature_slots=3, glu_reads="x")
     train = default_train_config(task, model, steps=600, batch_size=500,
@@ -440,16 +440,16 @@ def _exercise_5_1(depth: int) -> None:
              "block writes its own features into the slots and takes one more step.")
 
 
-def exercise_5_2(wide_block_wins: bool | None) -> None:
+def check_wide_block_against_depth(wide_block_wins: bool | None) -> None:
     r"""Exercise 5.2 (predict first): whether one block with all $p_2 = 6$ slots,
     $\mathcal L^* = \operatorname{tr}S - \operatorname{tr}(S^3B^{-1})$ (Corollary 10
     (cor-same-span)), beats the greedy reference of Proposition 15 (prop-greedy-reference) with
     two blocks of $m = 3$ slots, $\mathcal L_2 = \mathbb E \operatorname{tr}(W_2^\top M W_2)$
     (Theorem 13 (thm-depth-bcd)); both losses are printed."""
-    exercises.attempt("5.2", _exercise_5_2, wide_block_wins=wide_block_wins)
+    exercises.attempt("5.2", _check_wide_block_against_depth, wide_block_wins=wide_block_wins)
 
 
-def _exercise_5_2(wide_block_wins: bool) -> None:
+def _check_wide_block_against_depth(wide_block_wins: bool) -> None:
     wide = capacity.best_feature_subspace(QUADRATIC_TASK, 6).loss
     narrow_stack, narrow_error = bcd_reference_loss(QUADRATIC_TASK, 3, 2, 20_000, 20_000)
     print(f"one wide block (m = 6):  {wide:.4f} (exact)")
@@ -461,14 +461,14 @@ def _exercise_5_2(wide_block_wins: bool) -> None:
              "features at a time but takes two steps, the second on the residuals.")
 
 
-def exercise_5_3(max_degree: int | None, depth: int = 3) -> None:
+def check_slot_degree(max_degree: int | None, depth: int = 3) -> None:
     r"""Exercise 5.3 (derive first): the highest degree of the polynomials $s_L(x)$ in the slots
     after $L$ = ``depth`` blocks whose bilinear GLUs read $(x; \text{slots})$, from Theorem 13
     (thm-depth-bcd): $s_\ell = s_{\ell-1} + W_3\big((W_1 z)\odot(W_2 z)\big)$ with
     $z = (x; s_{\ell-1})$. Checked exactly against the degree of
     :func:`~nlicl_lib.theory.depth.stack_slot_features` of a stack with random weights
     (``glu_init="large"``: every entry non-zero), whose degree after each block it prints."""
-    exercises.attempt("5.3", _exercise_5_3, max_degree=max_degree, depth=depth)
+    exercises.attempt("5.3", _check_slot_degree, max_degree=max_degree, depth=depth)
 
 
 def slot_degrees(depth: int, glu_reads: str = "x+slots", seed: int = 0) -> list[int]:
@@ -480,7 +480,7 @@ def slot_degrees(depth: int, glu_reads: str = "x+slots", seed: int = 0) -> list[
     return [int(s.exponents.sum(axis=1).max()) for s in stack_slot_features(model)]
 
 
-def _exercise_5_3(max_degree: int, depth: int) -> None:
+def _check_slot_degree(max_degree: int, depth: int) -> None:
     degrees = slot_degrees(depth)
     exercises.check_equal(
         max_degree, degrees[-1], exercise="5.3", title="How far depth raises the degree",
@@ -492,3 +492,19 @@ def _exercise_5_3(max_degree: int, depth: int) -> None:
           + ", ".join(str(k) for k in degrees))
     print("the same stack with GLUs reading x only:                    "
           + ", ".join(str(k) for k in slot_degrees(depth, "x")))
+
+
+CHECKERS: dict[str, Callable[..., None]] = {
+    "1.1": check_learning_rate, "1.2": check_noisy_optimum_formula,
+    "1.3": check_preconditioner_scale,
+    "2.1": check_linear_bound_fraction, "2.2": check_deep_lsa_cannot_beat_zero,
+    "2.3": check_affine_bound_fraction,
+    "3.1": check_kernel_linear_weight, "3.2": check_glu_initialisation,
+    "3.3": check_one_over_n_constant,
+    "4.1": check_one_slot_feature, "4.2": check_slots_for_degree_three,
+    "4.3": check_block_size, "4.4": check_fourth_slot_gain,
+    "5.1": check_depth_beats_one_block, "5.2": check_wide_block_against_depth,
+    "5.3": check_slot_degree,
+}
+"""Each exercise's number on its page and the function that checks it: the one place that
+knows the numbering (renumbering an exercise changes a key here, not a function's name)."""

@@ -42,19 +42,21 @@ from __future__ import annotations
 
 import hashlib
 import html
+import inspect
 import itertools
 import json
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import plotly.graph_objects as go
 import plotly.io as pio
-from IPython.display import publish_display_data
+from IPython.display import Markdown, display, publish_display_data
 
 from nlicl_lib.book import plots
+from nlicl_lib.core.errors import ConfigError
 
 BOOK_BUILD_ENV = "NLICL_BOOK_BUILD"
 """Name of the environment variable that switches :func:`show` into book-build mode."""
@@ -354,3 +356,13 @@ def show(fig: go.Figure) -> None:
         publish_display_data(data, metadata)
     else:
         prepare_figure(fig).show(config=PLOTLY_CONFIG)
+
+
+def show_source(function: Callable[..., Any]) -> None:
+    """Display ``function``'s source as the library has it (the page's code is the library's
+    code: the function a chapter shows is the one its cells run), as a Markdown code block, so
+    that the book draws it as its own code and Jupyter highlights it."""
+    source = inspect.getsource(function)
+    if "```" in source:
+        raise ConfigError("function", function.__qualname__, "source without a Markdown fence")
+    display(Markdown(f"```python\n{source.rstrip()}\n```"))

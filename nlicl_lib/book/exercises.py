@@ -4,10 +4,10 @@ A chapter's exercise is a function of what the reader chooses (a learning rate, 
 map, a depth) that trains or computes something and ends with a check; the chapters' exercises
 live in :mod:`nlicl_lib.book.chapter_exercises`, one function each::
 
-    def exercise_2_2(depth):                              # what the page's cell calls
-        exercises.attempt("2.2", _exercise_2_2, depth=depth)
+    def check_deep_lsa_cannot_beat_zero(depth):                              # what the page's cell calls
+        exercises.attempt("2.2", _check_deep_lsa_cannot_beat_zero, depth=depth)
 
-    def _exercise_2_2(depth):
+    def _check_deep_lsa_cannot_beat_zero(depth):
         result = run_experiment(...)                      # the reader's run
         exercises.check_at_least(
             result.normalised_test_loss, 1.0, exercise="2.2",
@@ -17,7 +17,7 @@ live in :mod:`nlicl_lib.book.chapter_exercises`, one function each::
 and the page's cell is the import, the reader's line and the call::
 
     depth = None  # the number of LSA layers L, 2 or more
-    exercise_2_2(depth)
+    check_deep_lsa_cannot_beat_zero(depth)
 
 :func:`attempt` runs the exercise once every answer is set (``None`` means not yet: it then
 says what to set, so *Run all* never stops at an exercise). A check that fails raises

@@ -84,7 +84,8 @@ class LSA(nn.Module):
         return out
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
-        """All tokens after the layer: ``(batch, n + 1, D)`` in and out."""
+        r"""All tokens after the layer, $Z + \frac1n P S Q Z$ with $S = \sum_{i \le n} z_i
+        z_i^\top$: ``(batch, n + 1, D)`` in and out. Chapter 1 shows this function."""
         n = z.shape[1] - 1
         context = z[:, :n, :]
         if self.attention == "sparse":
@@ -199,6 +200,8 @@ class GLU(nn.Module):
         return first * (read @ self.w2.T)
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
+        r"""Every token plus $W_3\big((W_1 z) \odot (W_2 z)\big)$, added to the rows it
+        ``writes``: ``(..., D)`` in and out. Chapter 3 shows this function."""
         out = self.hidden(z) @ self.w3.T
         if self.writes == "all":
             return z + out
@@ -222,13 +225,15 @@ class Block(nn.Module):
 
 
 class PromptStatistics(NamedTuple):
-    r"""All that a GD-form stack reads of a batch of prompts
-    (:meth:`InContextRegressor.forward_statistics`). With $\mu = (x; \phi_2(x))$, the inputs
-    and their degree-2 monomials ($\mu = x$ for attention alone):
-    ``mean_feature`` $\bar g = \frac1n \sum_{i \le n} y_i\,\mu(x_i)$, ``(batch, K)``;
-    ``moment`` $H = \frac1n \sum_{i \le n} \mu(x_i)\mu(x_i)^\top$, ``(batch, K, K)`` (empty,
-    ``(batch, 0, 0)``, where only one block reads them: it does not need $H$);
-    ``query`` $\mu(x_{n+1})$, ``(batch, K)``."""
+    r"""All that a stack in the GD form reads of a batch of prompts
+    (:meth:`InContextRegressor.forward_statistics`), in chapter 5's symbols. With the monomial
+    basis $b = (x; \phi_2(x))$, the inputs and their degree-2 monomials ($b = x$ for attention
+    alone), of size $|b|$:
+
+    - ``mean_feature``: $\bar g = \frac1n \sum_{i \le n} y_i\, b(x_i)$, ``(batch, |b|)``;
+    - ``moment``: $\hat M = \frac1n \sum_{i \le n} b(x_i) b(x_i)^\top$, ``(batch, |b|, |b|)``
+      (empty, ``(batch, 0, 0)``, for one block, which does not read it);
+    - ``query``: $b(x_{n+1})$, ``(batch, |b|)``."""
 
     mean_feature: torch.Tensor
     moment: torch.Tensor
@@ -236,23 +241,30 @@ class PromptStatistics(NamedTuple):
 
 
 def gd_steps(statistics: PromptStatistics, preconditioners: torch.Tensor) -> torch.Tensor:
-    r"""$L$ steps of preconditioned GD on $\mu$ from the prompts' statistics, and the query's
-    prediction: with $\theta_0 = 0$, $\theta_\ell = \theta_{\ell-1} + A_\ell\,(\bar g -
-    H\theta_{\ell-1})$ and $\hat y = \mu(x_{n+1})^\top \theta_L$. Every label of the
-    stream stays $y_i - \mu(x_i)^\top \theta_\ell$.
+    r"""Chapter 5's recursion from the prompts' statistics: block $\ell$ steps with
+    $C_\ell^\top \Gamma_\ell C_\ell$, its preconditioner on the basis $b$ (features
+    $\psi_\ell = C_\ell\, b$), and the partial predictor $\hat y_\ell(x) = b(x)^\top
+    \omega_\ell$ follows
 
-    ``preconditioners``: $A_1, \dots, A_L$, ``(..., L, K, K)``; leading axes (models) broadcast
-    against the statistics' (``(batch, K)``, or ``(..., batch, K)`` per model). A zero $A_\ell$
-    leaves $\theta$ exactly as it was. Returns ``(..., batch)``."""
+    $$\omega_0 = 0, \qquad \omega_\ell = \omega_{\ell-1} + C_\ell^\top \Gamma_\ell C_\ell\,
+    (\bar g - \hat M \omega_{\ell-1}), \qquad \hat y = b(x_{n+1})^\top \omega_L ,$$
+
+    since the context labels after block $\ell - 1$ are the residuals $r^{(\ell-1)}_i = y_i -
+    \hat y_{\ell-1}(x_i)$, so that $g_\ell = \frac1n \sum_i r^{(\ell-1)}_i \psi_\ell(x_i) =
+    C_\ell (\bar g - \hat M \omega_{\ell-1})$. Chapter 5 shows this function.
+
+    ``preconditioners``: the $C_\ell^\top \Gamma_\ell C_\ell$, ``(..., L, |b|, |b|)``; leading
+    axes (models) broadcast against the statistics' (``(batch, |b|)``, or ``(..., batch, |b|)``
+    per model). A zero one leaves $\omega$ exactly as it was. Returns ``(..., batch)``."""
     mean_feature, moment, query = statistics
-    theta = None
+    omega = None
     for layer in range(preconditioners.shape[-3]):
-        # H theta as one broadcast product (a matmul here would run one tiny product per prompt)
-        residual = mean_feature if theta is None else (
-            mean_feature - (moment * theta.unsqueeze(-2)).sum(-1))
-        change = residual @ preconditioners[..., layer, :, :].transpose(-1, -2)
-        theta = change if theta is None else theta + change
-    return (theta * query).sum(-1)
+        # M-hat omega as one broadcast product (a matmul would run one tiny product per prompt)
+        residual = mean_feature if omega is None else (
+            mean_feature - (moment * omega.unsqueeze(-2)).sum(-1))
+        step = residual @ preconditioners[..., layer, :, :].transpose(-1, -2)
+        omega = step if omega is None else omega + step
+    return (omega * query).sum(-1)
 
 
 class InContextRegressor(nn.Module):
@@ -290,41 +302,42 @@ class InContextRegressor(nn.Module):
 
     def prompt_statistics(self, x: torch.Tensor, y: torch.Tensor, moment: bool | None = None
                           ) -> PromptStatistics:
-        r"""$\bar g$, $H$ and $\mu(x_{n+1})$ of the prompts with inputs ``x`` ``(batch, n + 1,
-        d)`` and labels ``y`` ``(batch, n + 1)`` (the query's label is not read); $\mu = (x;
+        r"""$\bar g$, $\hat M$ and $b(x_{n+1})$ of the prompts with inputs ``x`` ``(batch, n + 1,
+        d)`` and labels ``y`` ``(batch, n + 1)`` (the query's label is not read); $b = (x;
         \phi_2(x))$ when the stack has GLUs, else $x$. They do not depend on the weights.
-        ``moment``: whether to compute $H$ (default: when the stack has more than one block)."""
+        ``moment``: whether to compute $\hat M$ (default: when the stack has more than one
+        block)."""
         if not self.gd_form:
             raise ConfigError("model", self.extra_repr(), "a stack in the GD form (sparse "
                               "attention, bilinear GLUs reading x and writing the slots)")
         n = x.shape[1] - 1
         degrees = [1, 2] if any(block.glu is not None for block in self.blocks) else [1]
-        mu = evaluate_monomials(x, monomial_exponents(self.input_dim, degrees))
-        context = mu[:, :n]
+        basis = evaluate_monomials(x, monomial_exponents(self.input_dim, degrees))  # b(x_i)
+        context = basis[:, :n]
         mean_feature = torch.einsum("bi,bik->bk", y[:, :n], context) / n
-        # one block reads no H (theta_1 = A_1 g-bar): an empty one saves its O(n K^2)
+        # one block reads no M-hat (omega_1 = C_1^T Gamma_1 C_1 g-bar): an empty one saves
+        # O(n |b|^2) per prompt
         if self.depth > 1 if moment is None else moment:
             second = context.transpose(1, 2) @ context / n
         else:
             second = context.new_zeros(x.shape[0], 0, 0)
-        return PromptStatistics(mean_feature, second, mu[:, n])
+        return PromptStatistics(mean_feature, second, basis[:, n])
 
     @property
     def statistics_size(self) -> int:
-        r"""$K$, the size of $\mu$: $d + p_2$ for a stack with GLUs, else $d$."""
+        r"""$|b|$, the size of the basis $b$: $d + p_2$ for a stack with GLUs, else $d$."""
         glus = any(block.glu is not None for block in self.blocks)
         return self.input_dim + (monomial_count(self.input_dim, 2) if glus else 0)
 
     def preconditioners(self) -> torch.Tensor:
-        r"""$A_\ell = \tilde C_\ell^\top \Gamma_\ell \tilde C_\ell$ of every block of a stack
-        in the GD form, ``(L, K, K)``: block $\ell$'s step on $\mu = (x; \phi_2)$
-        (:meth:`forward_statistics`). Block $\ell$'s GLU adds $C_\ell\,\phi_2(x)$ to the
-        slots ($C_\ell = W_3 U_\ell$, row $u$ of $U_\ell$ the coefficients of $(a_u^\top
-        x)(b_u^\top x)$), so its features are $\psi_\ell = \tilde C_\ell\,\mu$ with
-        $\tilde C_\ell = \mathrm{blkdiag}(I_d, \sum_{\ell' \le \ell} C_{\ell'})$."""
+        r"""Every block's step on the basis $b = (x; \phi_2)$ of a stack in the GD form,
+        $C_\ell^\top \Gamma_\ell C_\ell$, ``(L, |b|, |b|)`` (:func:`gd_steps`). Block $\ell$'s GLU
+        adds $W_3 U_\ell\, \phi_2(x)$ to the slots (row $u$ of $U_\ell$: the coefficients of
+        unit $u$'s $(a_u^\top x)(b_u^\top x)$), so its features are $\psi_\ell = C_\ell\, b$ with
+        $C_\ell = \mathrm{blkdiag}(I_d, \sum_{\ell' \le \ell} W_3^{(\ell')} U_{\ell'})$."""
         d, m = self.input_dim, self.feature_slots
         gamma = self.blocks[0].lsa.gamma
-        slots = gamma.new_zeros(m, self.statistics_size - d)  # the sum of the C_l so far
+        slots = gamma.new_zeros(m, self.statistics_size - d)  # the slots' map so far
         top = torch.cat([torch.eye(d, dtype=gamma.dtype, device=gamma.device),
                          slots.new_zeros(d, slots.shape[1])], dim=1)
         steps = []
@@ -332,14 +345,15 @@ class InContextRegressor(nn.Module):
             if block.glu is not None:
                 glu = block.glu
                 slots = slots + glu.w3 @ quadratic_form_matrix(glu.w1, glu.w2, d)
-            lift = torch.cat([top, torch.cat([slots.new_zeros(m, d), slots], dim=1)])
-            steps.append(lift.T @ block.lsa.gamma @ lift)
+            features = torch.cat([top, torch.cat([slots.new_zeros(m, d), slots], dim=1)])  # C_l
+            steps.append(features.T @ block.lsa.gamma @ features)
         return torch.stack(steps)
 
     def forward_statistics(self, statistics: PromptStatistics) -> torch.Tensor:
         r"""The predictions of a stack in the GD form (:attr:`gd_form`) from the prompts'
-        statistics alone, in $O(K^2)$ per prompt and block whatever $n$ (chapter 5 derives it):
-        :func:`gd_steps` with the stack's :meth:`preconditioners`."""
+        statistics alone, in $O(|b|^2)$ per prompt and block whatever $n$: :func:`gd_steps`
+        with the stack's :meth:`preconditioners`. The same function as :meth:`forward` on the
+        tokens (tested in float64)."""
         return gd_steps(statistics, self.preconditioners())
 
     def forward(self, z: torch.Tensor | PromptStatistics, return_stream: bool = False

@@ -287,7 +287,16 @@ def quadratic_form_matrix(w1: torch.Tensor, w2: torch.Tensor, input_dim: int) ->
     ($j \le l$, :func:`~nlicl_lib.core.monomials.monomial_exponents` order) is
     $a_{uj} b_{ul} + a_{ul} b_{uj}$ for $j < l$ and $a_{uj} b_{uj}$ for $j = l$. Differentiable.
     """
+    first, last, cross = _pair_index(input_dim, w1.dtype, w1.device)
+    return (w1.index_select(-1, first) * w2.index_select(-1, last)
+            + cross * w1.index_select(-1, last) * w2.index_select(-1, first))
+
+
+@lru_cache(maxsize=64)
+def _pair_index(input_dim: int, dtype: torch.dtype, device: torch.device
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`quadratic_pairs` as index tensors, and 1 where $j < l$ (a cross term), else 0."""
     first, last = (list(index) for index in zip(*quadratic_pairs(input_dim), strict=True))
-    cross = torch.tensor([f != s for f, s in zip(first, last, strict=True)], dtype=w1.dtype,
-                         device=w1.device)
-    return w1[..., first] * w2[..., last] + cross * w1[..., last] * w2[..., first]
+    cross = [float(f != s) for f, s in zip(first, last, strict=True)]
+    return (torch.tensor(first, device=device), torch.tensor(last, device=device),
+            torch.tensor(cross, dtype=dtype, device=device))

@@ -309,23 +309,28 @@ class _Preconditioners(torch.nn.Module):
 
 
 class _Members:
-    """Models of one architecture in a group, their weights stacked (``torch.func``'s recipe):
-    :meth:`compute` maps the models' forward pass (or, for the GD form, their
-    preconditioners) over them, or calls it once for a single model."""
+    """Models of one architecture in a group. Several: their weights stacked (``torch.func``'s
+    recipe), and :meth:`__call__` maps their forward pass (or, for the GD form, their
+    preconditioners) over them. One: it trains its own weights, called as it is."""
 
     def __init__(self, models: list[InContextRegressor], indices: list[int], gd_form: bool):
         self.models, self.indices, self.gd_form = models, indices, gd_form
+        if len(models) == 1:
+            self.params = dict(models[0].named_parameters())
+            self.initial = {name: value.detach().clone().unsqueeze(0)
+                            for name, value in self.params.items()}
+            return
         self.params, self.buffers = stack_module_state(models)  # (E, ...) copies of every weight
         self.initial = {name: value.detach().clone() for name, value in self.params.items()}
         base = copy.deepcopy(models[0]).to("meta")  # the architecture, without weights
         if gd_form:
             base = _Preconditioners(base)
-            self.names = {name: f"model.{name}" for name in self.params}
+            names = {name: f"model.{name}" for name in self.params}
         else:
-            self.names = {name: name for name in self.params}
+            names = {name: name for name in self.params}
 
         def compute(member_params: dict, member_buffers: dict, *inputs: object) -> torch.Tensor:
-            state = {self.names[name]: value for name, value in member_params.items()}
+            state = {names[name]: value for name, value in member_params.items()}
             return functional_call(base, (state, member_buffers), inputs)
 
         self.compute = compute
@@ -333,16 +338,27 @@ class _Members:
     def __call__(self, inputs: object | None, shared: bool) -> torch.Tensor:
         """The models' predictions on ``inputs`` (embedded tokens, one batch for all or one per
         model, ``shared`` or not), or for the GD form their preconditioners: ``(E, ...)``."""
-        args = () if self.gd_form else (inputs,)
         if len(self.models) == 1:
-            single = {name: value[0] for name, value in self.params.items()}
-            buffers = {name: value[0] for name, value in self.buffers.items()}
-            one = tuple(a if shared else a[0] for a in args)
-            return self.compute(single, buffers, *one).unsqueeze(0)
+            model = self.models[0]
+            if self.gd_form:
+                return model.preconditioners().unsqueeze(0)
+            return model(inputs if shared else inputs[0]).unsqueeze(0)
+        args = () if self.gd_form else (inputs,)
         dims = (0, 0) + ((None if shared else 0),) * len(args)
         return vmap(self.compute, in_dims=dims)(self.params, self.buffers, *args)
 
+    def clip(self, max_norm: float) -> None:
+        """Clip each model's gradient to norm ``max_norm`` on its own: one model with
+        ``torch.nn.utils.clip_grad_norm_``, a stack with :func:`clip_per_member`, which scales
+        each model's slices alike."""
+        if len(self.models) == 1:
+            torch.nn.utils.clip_grad_norm_(list(self.params.values()), max_norm)
+        else:
+            clip_per_member([w.grad for w in self.params.values()], max_norm)
+
     def copy_back(self) -> None:
+        if len(self.models) == 1:
+            return  # it trained its own weights
         with torch.no_grad():
             for e, model in enumerate(self.models):
                 for name, weight in model.named_parameters():
@@ -404,7 +420,7 @@ def _train_group(models: list[InContextRegressor], tasks: list[TaskConfig],
             (losses / normaliser).sum().backward()
             if config.grad_clip is not None:
                 for part in members:
-                    clip_per_member([w.grad for w in part.params.values()], config.grad_clip)
+                    part.clip(config.grad_clip)
             optimizer.step()
             pending.append(losses.detach())
             if (len(pending) < check_every and step + 1 < config.steps
