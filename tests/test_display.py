@@ -268,3 +268,17 @@ def test_figures_with_numpy_coordinates_are_described():
     data, _ = display.figure_output(fig)
     assert "from 0 to 4" in display.describe_figure(display.prepare_figure(fig))
     assert 'role="figure"' in data["text/html"]
+
+
+def test_show_source_shows_the_code_without_its_docstring(monkeypatch):
+    from nlicl_lib.book import display as page_display
+    from nlicl_lib.core.models import LSA, gd_steps
+
+    shown = []
+    monkeypatch.setattr(page_display, "display", lambda markdown: shown.append(markdown.data))
+    page_display.show_source(gd_steps)
+    page_display.show_source(LSA.forward)
+    gd_code, lsa_code = shown
+    assert gd_code.startswith("```python\ndef gd_steps(") and gd_code.endswith("```")
+    assert "Chapter 5 shows" not in gd_code and "omega = step if omega is None" in gd_code
+    assert lsa_code.startswith("```python\ndef forward(self, z") and '"""' not in lsa_code

@@ -40,6 +40,7 @@ slider and combines the choices of several sliders.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import html
 import inspect
@@ -48,6 +49,7 @@ import json
 import math
 import os
 import re
+import textwrap
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -359,10 +361,17 @@ def show(fig: go.Figure) -> None:
 
 
 def show_source(function: Callable[..., Any]) -> None:
-    """Display ``function``'s source as the library has it (the page's code is the library's
-    code: the function a chapter shows is the one its cells run), as a Markdown code block, so
-    that the book draws it as its own code and Jupyter highlights it."""
-    source = inspect.getsource(function)
+    """Display ``function``'s code as the library has it (the page's code is the library's
+    code: the function a chapter shows is the one its cells run), without its docstring (the
+    page states the equations in its own words), as a Markdown code block, so that the book
+    draws it as its own code and Jupyter highlights it."""
+    source = textwrap.dedent(inspect.getsource(function))
+    definition = ast.parse(source).body[0]
+    if ast.get_docstring(definition) is not None:
+        lines = source.splitlines()
+        docstring = definition.body[0]
+        del lines[docstring.lineno - 1: docstring.end_lineno]
+        source = "\n".join(lines)
     if "```" in source:
         raise ConfigError("function", function.__qualname__, "source without a Markdown fence")
     display(Markdown(f"```python\n{source.rstrip()}\n```"))

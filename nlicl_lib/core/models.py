@@ -190,7 +190,9 @@ class GLU(nn.Module):
                 f"activation={self.activation!r}")
 
     def hidden(self, z: torch.Tensor) -> torch.Tensor:
-        """The $h$ hidden units $(W_1 z) \\odot (W_2 z)$, shape ``(..., h)``."""
+        """The $h$ hidden units $(W_1 z) \\odot (W_2 z)$, shape ``(..., h)``, the branches
+        reading the first rows of ``z`` (as many as ``reads`` says). Chapter 3 shows this
+        function."""
         read = z[..., : self.w1.shape[1]]
         first = read @ self.w1.T
         if self.activation == "silu":
