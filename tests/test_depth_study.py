@@ -47,7 +47,7 @@ def test_committed_file_holds_every_study_and_shape():
             assert len(data["references"][str(m)]["loss"]) == study.reference_depth
             for L in study.depths:
                 run = data["trained"][shape_key(m, L)]
-                assert not run["diverged"] and np.isfinite(run["loss"])
+                assert np.isfinite(run["loss"])  # train raises on a diverged run
     assert STUDIES["d5"].slots == (5, 15)  # the depth-matched wide control: all p_2 slots
 
 

@@ -5,7 +5,7 @@ A run at a task $(d, n, k)$, a model $(m, h, L)$ and a batch of $B$ prompts hold
 $T = n + 1$ tokens of $D = d + m + 1$ numbers each (shape ``(batch, tokens, dim)``):
 
 * the prompt batch: the inputs $x$ ($T d$), the target's $p$ coefficients, and while the labels
-  are computed the target's monomials with their partial products ($(k + 2) p$ per token,
+  are computed the target's monomials, their stack and its transposed copy ($3 p$ per token,
   polynomial tasks), for the parts of the batch labelled at once (one part of 1000 prompts per
   sampling thread, :func:`~nlicl_lib.core.tasks.labelling_prompts`);
   the embedding $Z_0$ and its zero slots and labels ($2D$ per token);

@@ -130,12 +130,13 @@ class TaskConfig:
 def prompt_numbers(input_dim: int, context_length: int, coefficients: int, degree: int,
                    feature_slots: int = 0) -> int:
     r"""Numbers one prompt holds while it is drawn and embedded (:func:`sample_prompts`,
-    :func:`embed`): $T d + p + 2T$ (inputs, coefficients, labels and noise), $(k + 2) p T$ (the
-    target's monomials with their partial products; ``degree`` 0: linear, none) and $2 T D$ (the
+    :func:`embed`): $T d + p + 2T$ (inputs, coefficients, labels and noise), $3 p T$ (the
+    target's monomials: each product once, their stack, and its copy with the monomials last,
+    :func:`~nlicl_lib.core.monomials.evaluate_monomials`; ``degree`` 0: linear, none) and $2 T D$ (the
     embedding and its zero slots), with $T = n + 1$, $D = d + m + 1$. Used by
     :mod:`nlicl_lib.core.planning`."""
     t = context_length + 1
-    monomials = (degree + 2) * coefficients * t if degree else 0
+    monomials = 3 * coefficients * t if degree else 0
     return t * input_dim + coefficients + 2 * t + monomials + 2 * t * (input_dim + feature_slots + 1)
 
 
