@@ -282,3 +282,16 @@ def test_show_source_shows_the_code_without_its_docstring(monkeypatch):
     assert gd_code.startswith("```python\ndef gd_steps(") and gd_code.endswith("```")
     assert "Chapter 5 shows" not in gd_code and "omega = step if omega is None" in gd_code
     assert lsa_code.startswith("```python\ndef forward(self, z") and '"""' not in lsa_code
+
+
+def test_the_code_the_chapters_show_fits_their_column(monkeypatch):
+    """The functions chapters 1, 3 and 5 show, as shown: no line over 78 characters (the text
+    column holds about 80 at 1280 px; the browser test checks the drawn width)."""
+    from nlicl_lib.book import display as page_display
+    from nlicl_lib.core.models import GLU, LSA, gd_steps
+
+    shown = []
+    monkeypatch.setattr(page_display, "display", lambda markdown: shown.append(markdown.data))
+    for function in (LSA.forward, GLU.hidden, GLU.forward, gd_steps):
+        page_display.show_source(function)
+    assert max(len(line) for code in shown for line in code.splitlines()) <= 78

@@ -90,11 +90,12 @@ class LSA(nn.Module):
         context = z[:, :n, :]
         if self.attention == "sparse":
             psi, labels = z[..., :-1], z[..., -1]
-            # g = (1/n) sum_i y_i psi_i; every token's label moves by -psi_j^T Gamma g
+            # g = (1/n) sum_i y_i psi_i;
+            # every token's label moves by -psi_j^T Gamma g
             g = torch.einsum("bi,bif->bf", labels[:, :n], psi[:, :n]) / n
             step = torch.einsum("btf,fg,bg->bt", psi, self.gamma, g)
             return torch.cat([psi, (labels - step).unsqueeze(-1)], dim=-1)
-        stat = context.transpose(1, 2) @ context  # S = sum_i z_i z_i^T, (batch, D, D)
+        stat = context.transpose(1, 2) @ context  # S = sum_i z_i z_i^T
         update = self.p @ stat @ self.q  # P S Q
         return z + (z @ update.transpose(1, 2)) / n
 
@@ -208,7 +209,8 @@ class GLU(nn.Module):
         if self.writes == "all":
             return z + out
         d, m = self.input_dim, self.feature_slots
-        return torch.cat([z[..., :d], z[..., d : d + m] + out, z[..., d + m :]], dim=-1)
+        slots = z[..., d : d + m] + out
+        return torch.cat([z[..., :d], slots, z[..., d + m :]], dim=-1)
 
 
 class Block(nn.Module):
@@ -242,7 +244,8 @@ class PromptStatistics(NamedTuple):
     query: torch.Tensor
 
 
-def gd_steps(statistics: PromptStatistics, preconditioners: torch.Tensor) -> torch.Tensor:
+def gd_steps(statistics: PromptStatistics,
+             preconditioners: torch.Tensor) -> torch.Tensor:
     r"""Chapter 5's recursion from the prompts' statistics: block $\ell$ steps with
     $C_\ell^\top \Gamma_\ell C_\ell$, its preconditioner on the basis $b$ (features
     $\psi_\ell = C_\ell\, b$), and the partial predictor $\hat y_\ell(x) = b(x)^\top
@@ -261,7 +264,7 @@ def gd_steps(statistics: PromptStatistics, preconditioners: torch.Tensor) -> tor
     mean_feature, moment, query = statistics
     omega = None
     for layer in range(preconditioners.shape[-3]):
-        # M-hat omega as one broadcast product (a matmul would run one tiny product per prompt)
+        # M-hat omega as a broadcast product, not a tiny matmul per prompt
         residual = mean_feature if omega is None else (
             mean_feature - (moment * omega.unsqueeze(-2)).sum(-1))
         step = residual @ preconditioners[..., layer, :, :].transpose(-1, -2)
