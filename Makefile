@@ -81,7 +81,7 @@ book-cache:
 
 # Strict: every Sphinx warning (a cell's stderr among them, `execute.stderr_output: warn`),
 # broken cross-reference and failing cell fails the build, with the cell's traceback printed.
-# NLICL_BOOK_BUILD=1 makes nlicl_lib.book.display.show write figures for the static site. The
+# NLICL_BOOK_BUILD=1 makes nlicl_lib.pages.display.show write figures for the static site. The
 # HTML build is followed by the `jupyter` builder over the same doctrees: the reader notebooks
 # (nlicl_lib/sphinxext/notebooks.py).
 # Before Sphinx reads the pages, the pages whose code changed run two at a time (one per

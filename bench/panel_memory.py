@@ -1,4 +1,4 @@
-"""Benchmark: the panels' memory estimate (nlicl_lib.book.panel_plan.estimate_memory_bytes) against
+"""Benchmark: the panels' memory estimate (nlicl_lib.pages.panel_plan.estimate_memory_bytes) against
 the measured peak of a run, on the CPU.
 
 Each configuration runs in a fresh Python process: import everything, note the resident set,
@@ -20,7 +20,7 @@ CHILD = r"""
 import json, resource, sys, torch
 torch.set_num_threads(1)
 from nlicl_lib import ModelConfig, TaskConfig, TrainConfig, run_experiment
-from nlicl_lib.book.panel_plan import estimate_memory_bytes, eval_batch_size
+from nlicl_lib.pages.panel_plan import estimate_memory_bytes, eval_batch_size
 task, model, batch = json.loads(sys.argv[1])
 task, model = TaskConfig(**task), ModelConfig(**model)
 train = TrainConfig(steps=3, batch_size=batch)

@@ -1,4 +1,4 @@
-"""Benchmark: a run of each chapter's live panel at its default settings (nlicl_lib.book.panels).
+"""Benchmark: a run of each chapter's live panel at its default settings (nlicl_lib.pages.panels).
 
 Target: 20 s or less on 2 CPU cores, test loss included. The machine this is developed on is
 shared and busy, so wall time says little; this script measures the *CPU time* of each run
@@ -22,7 +22,7 @@ import torch
 os.environ.pop("NLICL_BOOK_BUILD", None)
 
 from nlicl_lib import ModelConfig, TaskConfig, TrainConfig, run_experiment  # noqa: E402
-from nlicl_lib.book.panels import PANELS  # noqa: E402
+from nlicl_lib.pages.panels import PANELS  # noqa: E402
 
 TARGET_SECONDS = 20.0
 

@@ -39,7 +39,7 @@ if chosen:
 
 PANEL_TRAIN = """\
 from IPython.display import display
-from nlicl_lib.book.panels import lsa_gd_panel
+from nlicl_lib.pages.panels import lsa_gd_panel
 
 panel = lsa_gd_panel()
 display(panel)

@@ -18,7 +18,7 @@ Without a browser (files of the build only):
 For every page at desktop width (``TestDesktop``; one browser page per book page, one test per
 concern):
 
-* every plotly figure drew as many traces as its notebook output says (``nlicl_lib.book.display``
+* every plotly figure drew as many traces as its notebook output says (``nlicl_lib.pages.display``
   records the counts in the output's metadata), and every visible trace drew its data inside
   its plot area: a marker per (x, y) pair, a line with at least two points, bars, a heatmap
   image (``window.nlicl.traceMarks``);
@@ -725,7 +725,7 @@ AXE_BACKGROUND_UNKNOWN = {"bgOverlap", "elmPartiallyObscured", "elmPartiallyObsc
                           "bgGradient"}
 # Figures are skipped whatever the reason: plotly draws their text on its own opaque paper (an
 # SVG rect, which neither axe nor a CSS ancestor walk can see), in colours that do not follow
-# the theme (nlicl_lib.book.display.prepare_figure: white paper, dark text).
+# the theme (nlicl_lib.pages.display.prepare_figure: white paper, dark text).
 FIGURE_SELECTOR = ".nlicl-plotly, .js-plotly-plot"
 
 AXE_RUN = """async (figureSelector) => {

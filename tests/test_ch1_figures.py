@@ -1,4 +1,4 @@
-"""Chapter 1's figures (nlicl_lib.book.ch1_figures) and the analysis behind them
+"""Chapter 1's figures (nlicl_lib.pages.ch1_figures) and the analysis behind them
 (nlicl_lib.theory.ch1_analysis, nlicl_lib.experiments.ch1_studies), on cheap real computations:
 linear tasks in d = 3 with n = 8, layers trained for 30 steps."""
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from nlicl_lib import TaskConfig, TrainConfig, sample_prompts
-from nlicl_lib.book import ch1_figures
+from nlicl_lib.pages import ch1_figures
 from nlicl_lib.core.book_refs import ref
 from nlicl_lib.core.errors import ConfigError
 from nlicl_lib.experiments import ch1_studies

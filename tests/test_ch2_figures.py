@@ -1,4 +1,4 @@
-"""Chapter 2's figures (nlicl_lib.book.ch2_figures) and the analysis behind them
+"""Chapter 2's figures (nlicl_lib.pages.ch2_figures) and the analysis behind them
 (nlicl_lib.theory.ch2_analysis, nlicl_lib.experiments.ch2_studies), on cheap real computations:
 the quadratic tasks in d = 2 with n = 10, LSA stacks of depth 1 and 3 trained for 20 steps."""
 
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from nlicl_lib import Prompts, TaskConfig, sample_prompts
-from nlicl_lib.book import ch2_figures
+from nlicl_lib.pages import ch2_figures
 from nlicl_lib.core.errors import ConfigError
 from nlicl_lib.experiments import ch2_studies
 from nlicl_lib.theory import ch2_analysis, closed_forms

@@ -1,4 +1,4 @@
-"""Chapter 3's figure builders (nlicl_lib.book.ch3_figures), its analysis (theory.ch3_analysis)
+"""Chapter 3's figure builders (nlicl_lib.pages.ch3_figures), its analysis (theory.ch3_analysis)
 and its studies (experiments.ch3_studies): every figure holds the trained result next to its
 theory reference, on small synthetic inputs or cheap exact computations."""
 
@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 import pytest
 import torch
 
-from nlicl_lib.book import ch3_figures
+from nlicl_lib.pages import ch3_figures
 from nlicl_lib.core.book_refs import ref
 from nlicl_lib.core.errors import ConfigError
 from nlicl_lib.core.models import ModelConfig, build_model

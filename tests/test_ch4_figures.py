@@ -1,4 +1,4 @@
-"""Chapter 4's figures (nlicl_lib.book.ch4_figures) and the analysis behind them
+"""Chapter 4's figures (nlicl_lib.pages.ch4_figures) and the analysis behind them
 (nlicl_lib.theory.ch4_analysis, nlicl_lib.experiments.ch4_studies), on cheap real computations:
 the quadratic task in d = 2 (p2 = 3), blocks trained for 30 steps."""
 
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from nlicl_lib import TaskConfig, TrainConfig
-from nlicl_lib.book import ch4_figures
+from nlicl_lib.pages import ch4_figures
 from nlicl_lib.core.errors import ConfigError
 from nlicl_lib.experiments import capacity_sweeps, ch4_studies
 from nlicl_lib.theory import ch4_analysis

@@ -1,4 +1,4 @@
-"""Chapter 5's residual-stream figure (nlicl_lib.book.ch5_figures) and the analysis behind the
+"""Chapter 5's residual-stream figure (nlicl_lib.pages.ch5_figures) and the analysis behind the
 page (nlicl_lib.theory.ch5_analysis, nlicl_lib.experiments.ch5_studies), on cheap real
 computations: constructed and freshly initialised stacks on one prompt, small greedy
 references, the committed depth studies, and a cubic study trained for a few steps."""
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from nlicl_lib import ModelConfig, TaskConfig, TrainConfig, build_model, sample_prompts
-from nlicl_lib.book import ch5_figures, depth_figures
+from nlicl_lib.pages import ch5_figures, depth_figures
 from nlicl_lib.core.errors import ConfigError
 from nlicl_lib.experiments import ch5_studies, depth_study
 from nlicl_lib.theory import ch5_analysis, depth

@@ -1,4 +1,4 @@
-"""The chapters' exercises (nlicl_lib.book.chapter_exercises): every exercise passes with its
+"""The chapters' exercises (nlicl_lib.pages.chapter_exercises): every exercise passes with its
 solution's answer and fails with a wrong one; the chapters' exercise cells are short (the import,
 the reader's line, one call) and call the function of their own exercise.
 
@@ -18,8 +18,8 @@ from types import SimpleNamespace
 import jupytext
 import pytest
 
-from nlicl_lib.book import chapter_exercises as chx
-from nlicl_lib.book.exercises import ExerciseFailed
+from nlicl_lib.pages import chapter_exercises as chx
+from nlicl_lib.pages.exercises import ExerciseFailed
 from nlicl_lib.core.book_refs import RESULTS
 from nlicl_lib.theory import capacity, closed_forms
 
@@ -274,7 +274,7 @@ def test_each_exercise_cell_is_the_import_the_readers_line_and_one_call(page):
         assert student, f"{exercise_id}: no line `answer = None  # ...` for the reader"
         assert student[0] <= MAX_LINES_BEFORE, f"{exercise_id}: {student[0]} lines before it"
         assert all("#" in lines[k] for k in student), f"{exercise_id}: say what to put"
-        assert f"from nlicl_lib.book.chapter_exercises import {name}" in code
+        assert f"from nlicl_lib.pages.chapter_exercises import {name}" in code
         calls = re.findall(r"\b(" + "|".join(map(checker_name, EXERCISES)) + r")\(", code)
         assert calls == [name], f"{exercise_id}: exactly one call, of its own exercise"
         assert "def " not in code, "the checking code is in the library"

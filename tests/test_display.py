@@ -1,4 +1,4 @@
-"""nlicl_lib.book.display: figures that work in the static book and in a live notebook."""
+"""nlicl_lib.pages.display: figures that work in the static book and in a live notebook."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 import pytest
 import yaml
 
-from nlicl_lib.book import display, plots
+from nlicl_lib.pages import display, plots
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -130,7 +130,7 @@ def test_figure_output_carries_html_and_the_counts_for_the_browser_test() -> Non
 def test_show_in_the_book_build_publishes_html(monkeypatch) -> None:
     published = []
     monkeypatch.setenv(display.BOOK_BUILD_ENV, "1")
-    monkeypatch.setattr("nlicl_lib.book.display.publish_display_data",
+    monkeypatch.setattr("nlicl_lib.pages.display.publish_display_data",
                         lambda data, metadata=None, **kwargs: published.append((data, metadata)))
     display.show(slider_figure())
     [(data, metadata)] = published
@@ -166,7 +166,7 @@ def test_multi_slider_figures_carry_their_grid_and_no_script_of_their_own():
 
 def test_figure_html_is_a_labelled_and_described_figure() -> None:
     """Screen readers get the title as the figure's name and a description in words."""
-    from nlicl_lib.book import plots
+    from nlicl_lib.pages import plots
 
     base = plots.new_figure("Loss <b>against</b> n & more", "context length n", "test loss",
                             log_x=True)
@@ -194,7 +194,7 @@ def test_figure_html_is_a_labelled_and_described_figure() -> None:
 def test_describe_figure_names_categories_heatmaps_and_panels() -> None:
     from plotly.subplots import make_subplots
 
-    from nlicl_lib.book import plots
+    from nlicl_lib.pages import plots
 
     fig = plots.new_figure("Trained loss / theory value", "experiment", "ratio")
     fig.add_trace(plots.trained_trace(["ch1-lsa", "ch2-lsa"], [1.0, 1.2], "trained / theory"))
@@ -271,7 +271,7 @@ def test_figures_with_numpy_coordinates_are_described():
 
 
 def test_show_source_shows_the_code_without_its_docstring(monkeypatch):
-    from nlicl_lib.book import display as page_display
+    from nlicl_lib.pages import display as page_display
     from nlicl_lib.core.models import LSA, gd_steps
 
     shown = []
@@ -287,7 +287,7 @@ def test_show_source_shows_the_code_without_its_docstring(monkeypatch):
 def test_the_code_the_chapters_show_fits_their_column(monkeypatch):
     """The functions chapters 1, 3 and 5 show, as shown: no line over 78 characters (the text
     column holds about 80 at 1280 px; the browser test checks the drawn width)."""
-    from nlicl_lib.book import display as page_display
+    from nlicl_lib.pages import display as page_display
     from nlicl_lib.core.models import GLU, LSA, gd_steps
 
     shown = []

@@ -1,4 +1,4 @@
-"""Self-checking exercises (nlicl_lib.book.exercises): checks pass, fail with numbers and a hint,
+"""Self-checking exercises (nlicl_lib.pages.exercises): checks pass, fail with numbers and a hint,
 and wait for the reader's answer without stopping a notebook run."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 import jupytext
 import pytest
 
-from nlicl_lib.book import exercises
-from nlicl_lib.book.chapter_exercises import CHECKERS
-from nlicl_lib.book.exercises import (
+from nlicl_lib.pages import exercises
+from nlicl_lib.pages.chapter_exercises import CHECKERS
+from nlicl_lib.pages.exercises import (
     ExerciseFailed,
     attempt,
     check_at_least,
@@ -66,8 +66,8 @@ def test_attempt_waits_for_every_answer(capsys):
 
 def test_a_passed_check_records_its_cell_time_for_the_instructors_page(monkeypatch):
     published = []
-    monkeypatch.setattr("nlicl_lib.book.exercises.get_ipython", lambda: object())
-    monkeypatch.setattr("nlicl_lib.book.exercises.publish_display_data",
+    monkeypatch.setattr("nlicl_lib.pages.exercises.get_ipython", lambda: object())
+    monkeypatch.setattr("nlicl_lib.pages.exercises.publish_display_data",
                         lambda data, metadata: published.append((data, metadata)))
     exercises._on_cell_start()
     check_close(1.0, 1.0, exercise="9.3", what="loss", title="A title")

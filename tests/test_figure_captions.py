@@ -1,6 +1,6 @@
 """Every figure of the book is numbered and captioned (issue 23).
 
-A figure is a code cell that calls ``show(`` (``nlicl_lib.book.display.show``). Its front
+A figure is a code cell that calls ``show(`` (``nlicl_lib.pages.display.show``). Its front
 matter gives MyST-NB's figure options, which wrap the cell's one display output in a docutils
 figure with a caption and a label, numbered by Sphinx (``numfig``)::
 

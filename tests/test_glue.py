@@ -1,4 +1,4 @@
-"""nlicl_lib.book.display.glue: the pages' numbers, recorded as MyST-NB's glue records, and the
+"""nlicl_lib.pages.display.glue: the pages' numbers, recorded as MyST-NB's glue records, and the
 Makefile rule that clears the execution cache when what the pages import changes."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import torch
 from myst_nb.core.variables import format_plain_text
 from myst_nb.ext.glue import extract_glue_data_cell
 
-from nlicl_lib.book import display
+from nlicl_lib.pages import display
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -97,7 +97,7 @@ def fill_caches(folder: Path) -> list[Path]:
 
 @pytest.mark.parametrize("changed", ["nlicl_lib/core/models.py", "requirements.txt",
                                      "_config.yml", "nlicl_lib/new_module.py",
-                                     "nlicl_lib/book/display.py"])
+                                     "nlicl_lib/pages/display.py"])
 def test_a_change_the_pages_import_clears_the_execution_cache(book_copy, changed):
     digest = make(book_copy, "book-digest")
     assert len(digest) == 16 and make(book_copy, "book-digest") == digest

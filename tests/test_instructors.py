@@ -1,6 +1,6 @@
 """The instructors' pages (issue 23): every chapter opens with its goals, the run-time table
 (MyST-NB's ``{nb-exec-table}``), the five-week plan, and the pen-and-paper problems of
-``book/instructor_problems.md`` (``nlicl_lib.book.instructors``) with their solutions, whose
+``book/instructor_problems.md`` (``nlicl_lib.pages.instructors``) with their solutions, whose
 formulas are checked here against the library."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nlicl_lib.book import instructors
+from nlicl_lib.pages import instructors
 from nlicl_lib.core import book_refs
 from nlicl_lib.core.tasks import TaskConfig
 from nlicl_lib.theory import capacity, closed_forms

@@ -1,4 +1,4 @@
-"""The library's layers: core <- theory <- training <- experiments <- book.
+"""The library's layers: core <- theory <- training <- experiments <- pages.
 
 Walks the syntax tree of every module of ``nlicl_lib`` and fails on an import of the library
 that points up a layer, and on any import of the library inside a function or class body (the
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 LIB = Path(__file__).resolve().parents[1] / "nlicl_lib"
-LAYERS = ("core", "theory", "training", "experiments", "book")
+LAYERS = ("core", "theory", "training", "experiments", "pages")
 OPTIONAL = {"psutil"}
 
 

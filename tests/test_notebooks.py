@@ -251,7 +251,7 @@ def test_live_copies_install_the_built_commit_and_the_buttons_open_them() -> Non
 def test_the_problems_handout_has_every_statement_and_no_solution(tmp_path: Path) -> None:
     """The page's command (``book/instructor_problems.md``): nbconvert without the cells tagged
     ``solution`` keeps every problem's title and statement, and no solution."""
-    from nlicl_lib.book.instructors import problems
+    from nlicl_lib.pages.instructors import problems
 
     subprocess.run([sys.executable, "-m", "nbconvert", "--to", "markdown",
                     "--TagRemovePreprocessor.enabled=True",

@@ -1,4 +1,4 @@
-"""nlicl_lib.book.plots: axis types, log tick labels, line styles, and plotly's own layout
+"""nlicl_lib.pages.plots: axis types, log tick labels, line styles, and plotly's own layout
 (margins that grow to fit the title, legend and axes; sliders stacked under the plot)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from nlicl_lib.book import display, plots
+from nlicl_lib.pages import display, plots
 
 
 def test_new_figure_keeps_plotlys_automatic_axis_type_for_categories() -> None:

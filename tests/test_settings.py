@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from nlicl_lib.book.panels import PANELS
+from nlicl_lib.pages.panels import PANELS
 from nlicl_lib.core.errors import ConfigError
 from nlicl_lib.core.models import ModelConfig
 from nlicl_lib.core.tasks import TaskConfig
@@ -120,7 +120,7 @@ def test_unknown_purpose_or_kind_is_refused_by_name():
 ROOT = Path(__file__).resolve().parents[1]
 #: modules outside training/ that may build a TrainConfig, and why
 BUILDS_ITS_OWN = {
-    "nlicl_lib/book/panel_plan.py": "a timing probe that copies the planned run's settings",
+    "nlicl_lib/pages/panel_plan.py": "a timing probe that copies the planned run's settings",
 }
 
 

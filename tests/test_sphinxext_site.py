@@ -17,8 +17,8 @@ import plotly.graph_objects as go
 import pytest
 from sphinx.errors import ExtensionError
 
-from nlicl_lib.book.display import figure_output
-from nlicl_lib.book.widgets import Param, TrainingPanel
+from nlicl_lib.pages.display import figure_output
+from nlicl_lib.pages.widgets import Param, TrainingPanel
 from nlicl_lib.sphinxext import site
 
 ROOT = Path(__file__).resolve().parents[1]

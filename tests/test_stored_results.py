@@ -121,7 +121,7 @@ def test_the_keys_cover_the_code_the_experiments_run():
                  "nlicl_lib/theory/values.py", "nlicl_lib/core/models.py", "nlicl_lib/core/tasks.py",
                  "nlicl_lib/__init__.py"):
         assert path in sources, path
-    assert not any(p.startswith("nlicl_lib/book/") or p.endswith(("cli.py", "reproduce.py"))
+    assert not any(p.startswith("nlicl_lib/pages/") or p.endswith(("cli.py", "reproduce.py"))
                    for p in sources)
 
 

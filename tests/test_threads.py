@@ -8,7 +8,7 @@ import pytest
 import torch
 from test_widgets import small_panel
 
-from nlicl_lib.book import widgets as panel_module
+from nlicl_lib.pages import widgets as panel_module
 from nlicl_lib.core.device import (
     SMALL_WORK_TOKEN_DIM,
     choose_threads,

@@ -1,4 +1,4 @@
-"""The live training panel (nlicl_lib.book.widgets), driven from Python as a reader would drive it:
+"""The live training panel (nlicl_lib.pages.widgets), driven from Python as a reader would drive it:
 move sliders, press Train with a tiny budget, read the figure and the messages; and the
 panel's static HTML in the book build, which creates no widgets."""
 
@@ -19,17 +19,17 @@ from nlicl_lib import (
     TrainingDivergedError,
     run_experiment,
 )
-from nlicl_lib.book.panel_figure import smooth_curve
-from nlicl_lib.book.panel_params import Param
-from nlicl_lib.book.panel_plan import (
+from nlicl_lib.pages.panel_figure import smooth_curve
+from nlicl_lib.pages.panel_params import Param
+from nlicl_lib.pages.panel_plan import (
     MEMORY_CAP_BYTES,
     estimate_memory_bytes,
     eval_batch_size,
     format_seconds,
     memory_limit_bytes,
 )
-from nlicl_lib.book.panels import PANELS
-from nlicl_lib.book.widgets import TrainingPanel
+from nlicl_lib.pages.panels import PANELS
+from nlicl_lib.pages.widgets import TrainingPanel
 from nlicl_lib.core.book_refs import ref
 from nlicl_lib.core.device import describe_device, resolve_device
 
@@ -178,7 +178,7 @@ def test_a_diverging_run_is_reported_not_raised(monkeypatch):
     def diverges(*args, **kwargs):
         raise TrainingDivergedError(3, float("nan"), 1000.0)
 
-    monkeypatch.setattr("nlicl_lib.book.widgets.run_experiment", diverges)
+    monkeypatch.setattr("nlicl_lib.pages.widgets.run_experiment", diverges)
     panel = small_panel()
     panel.set(lr=1000.0)
     panel.train_button.click()
@@ -240,10 +240,10 @@ class PanelHTML(HTMLParser):
 
 def book_build_display(monkeypatch, panel: TrainingPanel) -> list[tuple[dict, dict]]:
     published, shown = [], []
-    for module in ("nlicl_lib.book.widgets", "nlicl_lib.book.display"):
+    for module in ("nlicl_lib.pages.widgets", "nlicl_lib.pages.display"):
         monkeypatch.setattr(f"{module}.publish_display_data",
                             lambda data, metadata=None: published.append((data, metadata)))
-    monkeypatch.setattr("nlicl_lib.book.widgets.display", lambda *objs: shown.extend(objs))
+    monkeypatch.setattr("nlicl_lib.pages.widgets.display", lambda *objs: shown.extend(objs))
     panel._ipython_display_()
     assert shown == []  # no widget view
     return published
@@ -344,8 +344,8 @@ def test_static_panels_on_one_page_have_distinct_ids(monkeypatch):
 def test_live_display_draws_the_theory_and_the_estimate(monkeypatch):
     panel = small_panel()
     shown, drawn = [], []
-    monkeypatch.setattr("nlicl_lib.book.widgets.display", lambda *objs: shown.extend(objs))
-    monkeypatch.setattr("nlicl_lib.book.display.show", lambda fig: drawn.append(fig))
+    monkeypatch.setattr("nlicl_lib.pages.widgets.display", lambda *objs: shown.extend(objs))
+    monkeypatch.setattr("nlicl_lib.pages.display.show", lambda fig: drawn.append(fig))
     panel._ipython_display_()
     assert shown == [panel.widget]
     assert len(drawn) == 1 and drawn[0] is panel.last_figure

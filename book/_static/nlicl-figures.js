@@ -1,5 +1,5 @@
 /*
- * The sliders of the book's plotly figures (nlicl_lib.book.display.show writes each figure as a
+ * The sliders of the book's plotly figures (nlicl_lib.pages.display.show writes each figure as a
  * div.nlicl-plotly holding plotly's own graph div; _config.yml loads this file on every page).
  * What plotly.js does not do itself:
  *
@@ -11,7 +11,7 @@
  *   rect.nlicl-focus-ring drawn around it (nlicl.css draws the outline where browsers draw one
  *   on SVG elements).
  * - Several sliders at once. plotly applies a step as it was written, with the other sliders at
- *   their first value; for a figure of several static sliders (nlicl_lib.book.plots.slider_figure,
+ *   their first value; for a figure of several static sliders (nlicl_lib.pages.plots.slider_figure,
  *   which records the grid in layout.meta.nlicl_sliders) a change from the mouse or the keyboard
  *   shows the combination of every slider's choice.
  */

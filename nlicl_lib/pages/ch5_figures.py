@@ -1,5 +1,5 @@
 r"""Chapter 5's figure of the residual stream ("Depth distributes the kernel"); the depth-study
-figures are :mod:`nlicl_lib.book.depth_figures`.
+figures are :mod:`nlicl_lib.pages.depth_figures`.
 
 - :func:`residual_stream_figure`: for each stack and each block $\ell$ (two sliders), the label
   entry of every context token in the stream after block $\ell$ next to what Theorem 13
@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from nlicl_lib.book.plots import COLORS, baseline_trace, new_figure, slider_figure, trained_trace
+from nlicl_lib.pages.plots import COLORS, baseline_trace, new_figure, slider_figure, trained_trace
 from nlicl_lib.theory.ch5_analysis import StreamResiduals
 
 

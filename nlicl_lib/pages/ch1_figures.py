@@ -18,7 +18,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from nlicl_lib.book import plots
+from nlicl_lib.pages import plots
 from nlicl_lib.core.book_refs import ref
 from nlicl_lib.core.errors import ConfigError, check_int
 from nlicl_lib.core.models import LSA

@@ -22,7 +22,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from nlicl_lib.book.plots import (
+from nlicl_lib.pages.plots import (
     COLORS,
     PALETTE,
     baseline_trace,

@@ -20,8 +20,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from nlicl_lib.book.panel_params import Configure, Param, Settings, describe_settings
-from nlicl_lib.book.plots import COLORS
+from nlicl_lib.pages.panel_params import Configure, Param, Settings, describe_settings
+from nlicl_lib.pages.plots import COLORS
 from nlicl_lib.core.book_refs import ref
 from nlicl_lib.core.errors import ConfigError
 from nlicl_lib.core.models import ModelConfig

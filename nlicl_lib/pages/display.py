@@ -27,7 +27,7 @@ front end.
 In both modes the figure gets an opaque background (it must stay readable in the theme's dark
 mode), ``autosize`` with no fixed width and plotly's ``responsive`` config (it resizes with its
 column, down to a phone's), and full-number tick labels on log axes. Its layout is plotly's own
-(:func:`nlicl_lib.book.plots.new_figure`: margins that grow to fit the title, the legend and the
+(:func:`nlicl_lib.pages.plots.new_figure`: margins that grow to fit the title, the legend and the
 axes). Sliders and update menus are kept as they are: they are how readers of the static site
 move through precomputed sweeps, and they need no kernel.
 
@@ -57,7 +57,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from IPython.display import Markdown, display, publish_display_data
 
-from nlicl_lib.book import plots
+from nlicl_lib.pages import plots
 from nlicl_lib.core.errors import ConfigError
 
 BOOK_BUILD_ENV = "NLICL_BOOK_BUILD"
@@ -132,9 +132,9 @@ def prepare_figure(fig: go.Figure) -> go.Figure:
     Sets an opaque paper and plot background when the figure has none, turns on ``autosize``
     and drops a fixed ``width`` (the container sets it), and gives a default height so that
     an autosized figure does not collapse to zero height in a flexible layout. Log axes without
-    a tick format get :data:`nlicl_lib.book.plots.LOG_TICKFORMAT`, so that every tick shows a full
+    a tick format get :data:`nlicl_lib.pages.plots.LOG_TICKFORMAT`, so that every tick shows a full
     number instead of a lone digit, and ticks spaced so that those labels do not collide
-    (:func:`nlicl_lib.book.plots.log_axis_ticks`: 1, 2 and 5 of each decade, or decades only).
+    (:func:`nlicl_lib.pages.plots.log_axis_ticks`: 1, 2 and 5 of each decade, or decades only).
     Preparing a prepared figure changes nothing.
     """
     prepared = go.Figure(fig)

@@ -1,4 +1,4 @@
-r"""The chapters' live training panels (:class:`nlicl_lib.book.widgets.TrainingPanel`), one function
+r"""The chapters' live training panels (:class:`nlicl_lib.pages.widgets.TrainingPanel`), one function
 each, so that a page shows its panel in one line and the tests and ``bench/panel_times.py``
 drive the very panels readers get.
 
@@ -11,8 +11,8 @@ for accuracy.
 
 from __future__ import annotations
 
-from nlicl_lib.book.panel_params import Param, Settings
-from nlicl_lib.book.widgets import TrainingPanel
+from nlicl_lib.pages.panel_params import Param, Settings
+from nlicl_lib.pages.widgets import TrainingPanel
 from nlicl_lib.core.errors import ConfigError
 from nlicl_lib.core.models import ModelConfig
 from nlicl_lib.core.tasks import TaskConfig

@@ -1,7 +1,7 @@
 r"""Live training panels for readers with a kernel (Jupyter, Binder, Colab): ipywidgets.
 
 A chapter builds a :class:`TrainingPanel` in a few lines: which parameters get a control
-(:class:`~nlicl_lib.book.panel_params.Param`), and a function mapping the controls' values to
+(:class:`~nlicl_lib.pages.panel_params.Param`), and a function mapping the controls' values to
 the run's ``(TaskConfig, ModelConfig, TrainConfig)``. The panel then offers
 
 * a slider (or toggle buttons) per parameter, a **Train** button and a progress bar;
@@ -19,21 +19,21 @@ This module is the controller: it builds the widgets, trains with progress, repo
 setting, a divergence or a failure as a message, and redraws. Each of its other jobs has a
 module of its own:
 
-* :mod:`nlicl_lib.book.panel_params`: the parameters and their controls;
-* :mod:`nlicl_lib.book.panel_plan`: the memory estimate, its limit and the expected time;
-* :mod:`nlicl_lib.book.panel_figure`: the figure of the runs against their theory;
-* :mod:`nlicl_lib.book.panel_static`: the static HTML shown in the book build.
+* :mod:`nlicl_lib.pages.panel_params`: the parameters and their controls;
+* :mod:`nlicl_lib.pages.panel_plan`: the memory estimate, its limit and the expected time;
+* :mod:`nlicl_lib.pages.panel_figure`: the figure of the runs against their theory;
+* :mod:`nlicl_lib.pages.panel_static`: the static HTML shown in the book build.
 
 Runs go through :func:`nlicl_lib.experiments.run.run_experiment`, so a panel's result *is* the
 library's result for the same settings. They are synchronous: while one runs, the kernel
 handles no other widget message, so a second press of Train or a slider move waits until the
 run has ended and cannot mix into it; Train and the controls are also disabled during the run,
 the settings are copied when it starts, and the result is tagged with that copy. Settings whose
-estimated memory (:func:`~nlicl_lib.book.panel_plan.estimate_memory_bytes`) exceeds the limit
-(:func:`~nlicl_lib.book.panel_plan.memory_limit_bytes`) are refused with a message before
+estimated memory (:func:`~nlicl_lib.pages.panel_plan.estimate_memory_bytes`) exceeds the limit
+(:func:`~nlicl_lib.pages.panel_plan.memory_limit_bytes`) are refused with a message before
 anything is allocated.
 
-Figures are drawn into an ``ipywidgets.Output`` with :func:`nlicl_lib.book.display.show`
+Figures are drawn into an ``ipywidgets.Output`` with :func:`nlicl_lib.pages.display.show`
 (plotly's own renderer, live), so no extra package is needed (plotly's ``go.FigureWidget``
 would need ``anywidget``), and only core widgets are used, which Colab's built-in ipywidgets
 (7.x) also has.
@@ -56,10 +56,10 @@ import ipywidgets as widgets
 import plotly.graph_objects as go
 from IPython.display import clear_output, display, publish_display_data
 
-from nlicl_lib.book import display as book_display
-from nlicl_lib.book.panel_figure import PanelResult, panel_figure
-from nlicl_lib.book.panel_params import Configure, Param, Settings, describe_settings
-from nlicl_lib.book.panel_plan import (
+from nlicl_lib.pages import display as page_display
+from nlicl_lib.pages.panel_figure import PanelResult, panel_figure
+from nlicl_lib.pages.panel_params import Configure, Param, Settings, describe_settings
+from nlicl_lib.pages.panel_plan import (
     MEMORY_CAP_BYTES,
     Plan,
     SpeedKey,
@@ -70,7 +70,7 @@ from nlicl_lib.book.panel_plan import (
     speed_key,
     time_training_step,
 )
-from nlicl_lib.book.panel_static import StaticControl, static_panel_html, static_panel_text
+from nlicl_lib.pages.panel_static import StaticControl, static_panel_html, static_panel_text
 from nlicl_lib.core.device import choose_threads, describe_device, resolve_device, use_threads
 from nlicl_lib.core.errors import ConfigError, TrainingDivergedError
 from nlicl_lib.core.models import ModelConfig
@@ -91,7 +91,7 @@ class TrainingPanel:
     message). ``theory(task, model_config)`` gives the theory values drawn and compared
     (default :func:`nlicl_lib.theory.values.theory_values`). ``x_param`` names the parameter on
     the x axis of the results plot (default: the first). ``memory_cap`` bounds a CPU run's
-    memory (see :func:`~nlicl_lib.book.panel_plan.memory_limit_bytes`). ``theory_curve=False``
+    memory (see :func:`~nlicl_lib.pages.panel_plan.memory_limit_bytes`). ``theory_curve=False``
     draws the theory only at the settings of the runs (for theory that takes seconds, e.g. a
     Monte Carlo reference) instead of along the whole range of ``x_param``. ``relative_error``
     is the Monte Carlo accuracy of the test loss (at 0.05 it is measured on 40 000 prompts in
@@ -134,7 +134,7 @@ class TrainingPanel:
         self.memory_cap = memory_cap
         self.log_y = log_y
         self.theory_curve = theory_curve
-        self.live = not book_display.in_book_build()
+        self.live = not page_display.in_book_build()
         self.results: list[PanelResult] = []
         self.running = False
         self.last_error: str | None = None
@@ -204,7 +204,7 @@ class TrainingPanel:
 
     def plan(self, settings: Settings | None = None) -> Plan:
         """Configs, memory estimate and expected time at ``settings`` (default: the current
-        ones), or the problem that refuses them (:func:`~nlicl_lib.book.panel_plan.plan_run`).
+        ones), or the problem that refuses them (:func:`~nlicl_lib.pages.panel_plan.plan_run`).
         Measures nothing."""
         return plan_run(self.settings if settings is None else settings, self._configure,
                         self.device, self.memory_cap, self._step_seconds, self._test_seconds)
@@ -363,7 +363,7 @@ class TrainingPanel:
 
     def figure(self) -> go.Figure:
         """The figure for the runs so far (before the first run: the theory alone); see
-        :func:`~nlicl_lib.book.panel_figure.panel_figure`."""
+        :func:`~nlicl_lib.pages.panel_figure.panel_figure`."""
         return panel_figure(self.results, self.settings, params=self.params,
                             x_param=self.x_param, title=self.title, configure=self.configure,
                             theory_at=self.theory_at, log_y=self.log_y,
@@ -380,14 +380,14 @@ class TrainingPanel:
 
         with self.output:
             clear_output(wait=True)
-            book_display.show(self.last_figure)
+            page_display.show(self.last_figure)
 
     # -- display ---------------------------------------------------------------------------
 
     def static_html(self) -> str:
         """The panel as static HTML, shown in the book build instead of its widgets: the note
         that it trains only live (``role="note"``), the title, each control disabled at its
-        setting (the default; :func:`~nlicl_lib.book.panel_static.static_control_html`), the
+        setting (the default; :func:`~nlicl_lib.pages.panel_static.static_control_html`), the
         device and expected-time lines and a disabled Train button, in a
         ``<div class="nlicl-static-panel">``."""
         return static_panel_html(self.title, self.params, self.settings)

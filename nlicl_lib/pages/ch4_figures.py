@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from nlicl_lib.book.plots import (
+from nlicl_lib.pages.plots import (
     COLORS,
     PALETTE,
     baseline_trace,

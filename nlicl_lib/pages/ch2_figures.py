@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from nlicl_lib.book import plots
+from nlicl_lib.pages import plots
 from nlicl_lib.core.book_refs import ref
 from nlicl_lib.core.errors import ConfigError
 from nlicl_lib.core.tables import ResultTable

@@ -2,7 +2,7 @@ r"""Exercises that check themselves: assert-based comparisons with theory, with 
 
 A chapter's exercise is a function of what the reader chooses (a learning rate, a feature
 map, a depth) that trains or computes something and ends with a check; the chapters' exercises
-live in :mod:`nlicl_lib.book.chapter_exercises`, one function each::
+live in :mod:`nlicl_lib.pages.chapter_exercises`, one function each::
 
     def check_deep_lsa_cannot_beat_zero(depth):                              # what the page's cell calls
         exercises.attempt("2.2", _check_deep_lsa_cannot_beat_zero, depth=depth)

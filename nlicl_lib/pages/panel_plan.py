@@ -22,7 +22,7 @@ from html import escape
 
 import torch
 
-from nlicl_lib.book.panel_params import Configure, Settings
+from nlicl_lib.pages.panel_params import Configure, Settings
 from nlicl_lib.core import planning
 from nlicl_lib.core.errors import ConfigError
 from nlicl_lib.core.models import ModelConfig, build_model

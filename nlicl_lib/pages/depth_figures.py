@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 import plotly.graph_objects as go
 
-from nlicl_lib.book.plots import (
+from nlicl_lib.pages.plots import (
     COLORS,
     PALETTE,
     baseline_trace,

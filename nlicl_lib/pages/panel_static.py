@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
-from nlicl_lib.book.panel_params import Param, Settings
+from nlicl_lib.pages.panel_params import Param, Settings
 
 STATIC_NOTICE = ("This panel trains only when the chapter runs live: on Binder, on Colab or in "
                  "your own Jupyter (the launch and download buttons at the top of the page). "
@@ -36,7 +36,7 @@ _static_panel_ids = itertools.count()
 @dataclass
 class StaticControl:
     """A control of a panel in the book build, which creates no ipywidgets: it holds the
-    parameter's value, so that :attr:`nlicl_lib.book.widgets.TrainingPanel.settings` reads the
+    parameter's value, so that :attr:`nlicl_lib.pages.widgets.TrainingPanel.settings` reads the
     defaults."""
 
     value: Any

@@ -2,16 +2,16 @@ r"""The chapters' exercises: what each exercise cell runs and checks, one functi
 
 A chapter's exercise cell imports its function, sets the reader's answer and calls it once::
 
-    from nlicl_lib.book.chapter_exercises import check_one_slot_feature
+    from nlicl_lib.pages.chapter_exercises import check_one_slot_feature
 
     coefficients = None  # six numbers: the coefficients of x1², x1x2, x1x3, x2², x2x3, x3²
     check_one_slot_feature(coefficients)
 
-Each ``exercise_<chapter>_<k>`` hands its answers to :func:`nlicl_lib.book.exercises.attempt`:
+Each ``exercise_<chapter>_<k>`` hands its answers to :func:`nlicl_lib.pages.exercises.attempt`:
 while an answer is ``None`` it only says what to set (so *Run all* never stops at an exercise);
 once every answer is set it trains or computes and checks the result against the theory with
-:func:`~nlicl_lib.book.exercises.check_close` and its siblings, which raise
-:class:`~nlicl_lib.book.exercises.ExerciseFailed` with the numbers and a hint. A hint points
+:func:`~nlicl_lib.pages.exercises.check_close` and its siblings, which raise
+:class:`~nlicl_lib.pages.exercises.ExerciseFailed` with the numbers and a hint. A hint points
 at the result to use; it never states the answer. Each function's docstring gives the equation
 of the chapter it checks, with the page's symbols; the solution's hidden cell calls the same
 function with the right answer, so the book's build shows every exercise solvable.
@@ -29,8 +29,8 @@ from functools import cache
 
 import numpy as np
 
-from nlicl_lib.book import exercises
-from nlicl_lib.book.panel_plan import eval_batch_size
+from nlicl_lib.pages import exercises
+from nlicl_lib.pages.panel_plan import eval_batch_size
 from nlicl_lib.core.book_refs import ref
 from nlicl_lib.core.models import ModelConfig, build_model
 from nlicl_lib.core.monomials import PolyMap
