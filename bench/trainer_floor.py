@@ -1,4 +1,4 @@
-"""Benchmark 4: the trainer against a lean loop and the full-attention reference (issue 24).
+"""Benchmark 4: the trainer against a lean loop and the full-attention reference.
 
 One linear-regression LSA layer, d=5, batch 4000 (the CLI's ``--batch 4000``), CPU, at n=20 and
 n=100, at torch threads 1 and 2. Every side trains the same kind of model for ``--steps`` steps,

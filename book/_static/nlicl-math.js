@@ -1,5 +1,5 @@
 /*
- * Long formulas on a narrow screen (issue 23). KaTeX breaks an inline formula only after a
+ * Long formulas on a narrow screen. KaTeX breaks an inline formula only after a
  * relation or an operator at its top level, so a formula with none (a long fraction, a bracket)
  * can still be wider than its paragraph and run past the right edge of a phone's screen.
  * Once KaTeX has typeset the page (on DOMContentLoaded) and its fonts have loaded, and again when

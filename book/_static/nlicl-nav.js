@@ -1,6 +1,6 @@
 /*
  * The header's sidebar buttons: the chapter list ("primary") and the page contents
- * ("secondary"). Issue 21.
+ * ("secondary").
  *
  * pydata-sphinx-theme 0.17 renders a primary and a secondary toggle in its top navbar (which
  * sphinx-book-theme hides with CSS) and binds its drawer handler to the *first* `.primary-toggle`
