@@ -31,16 +31,19 @@ equal the one-step optimum on $(x; \phi_2)$ once $m \ge p_2$ and $h \ge p_2$.
 - :func:`slot_increments`: $\ell_r$ in closed form for the degree-$\le 2$ task (Proposition 12
   (prop-capacity), item 5): every slot adds one eigenvalue of $S_E^3 K_E^{-1}$, so the curve is
   piecewise linear in $r$ and flat from $r = p_2$ on;
-- :func:`nlicl_lib.experiments.capacity_sweeps.saturation_sweep`: the best loss against $m$ and
-  against $h$ for several input dimensions, with trained blocks at a few sizes (chapter 4's figure
-  of the saturation at $m = p_2$);
+- :func:`one_block_references`: the three searches at every size $m = 0, \dots, p_2$ (chapter
+  4's table); :func:`slot_path` and :func:`width_path`: the same curves warm-started size by
+  size, cheap up to $d = 5$;
 - :func:`degree_two_bound`: the loss no single block reaches on a target of degree $\ge 3$, at
-  any size (its prediction has degree $\le 2$ in the query).
+  any size (its prediction has degree $\le 2$ in the query);
+- :func:`required_embedding`: the slots $m = \sum_{j=2}^k p_j$, $p_j = \binom{d+j-1}{j}$, a
+  token needs to hold the whole degree-$\le k$ kernel.
 """
 
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -94,11 +97,6 @@ def _optimum_for(task: TaskConfig, slot_features: PolyMap, method: str,
     return BlockOptimum(opt.gamma, opt.loss, opt.null_loss, slot_features, method, units)
 
 
-def _empty_slots(input_dim: int) -> PolyMap:
-    exps = monomial_exponents(input_dim, [2])
-    return PolyMap(exps, np.zeros((0, exps.shape[0])), ())
-
-
 def best_coordinate_subset(task: TaskConfig, slots: int) -> BlockOptimum:
     r"""The best choice of $m$ degree-2 monomials for the slots, by exact enumeration of all
     $\binom{p_2}{m}$ subsets ($x$ is always in $\psi$). ``slots`` $\ge p_2$ keeps them all."""
@@ -107,7 +105,8 @@ def best_coordinate_subset(task: TaskConfig, slots: int) -> BlockOptimum:
     quadratics = PolyMap.monomials(task.input_dim, [2])
     p2 = quadratics.num_outputs
     if m == 0:
-        return _optimum_for(task, _empty_slots(task.input_dim), "no slots (linear GD)")
+        empty = PolyMap(quadratics.exponents, np.zeros((0, p2)), ())
+        return _optimum_for(task, empty, "no slots (linear GD)")
     if m >= p2:
         return _optimum_for(task, quadratics, "all degree-2 monomials")
     best = None
@@ -209,7 +208,6 @@ def best_feature_subspace(task: TaskConfig, slots: int, restarts: int = 4, seed:
     starts plus ``starts`` (initial $U$'s, each ``(m, p_2)``; default: the best coordinate subset,
     found by enumerating all $\binom{p_2}{m}$ subsets, which is slow for $p_2 \ge 15$). Exact
     (closed form) for $m = 0$ and $m \ge p_2$."""
-    check_capacity_task(task)
     m = check_int("slots", slots, minimum=0)
     p2 = monomial_count(task.input_dim, 2)
     if m == 0 or m >= p2:
@@ -229,8 +227,7 @@ def best_feature_subspace(task: TaskConfig, slots: int, restarts: int = 4, seed:
         if value < best_value:
             best_value, best_u = value, _orthonormal_rows(u.detach())
     features = PolyMap(exps, best_u.numpy(), tuple(f"u{j + 1}" for j in range(m)))
-    result = _optimum_for(task, features, f"best {m}-dim subspace (L-BFGS, {len(starts)} starts)")
-    return result
+    return _optimum_for(task, features, f"best {m}-dim subspace (L-BFGS, {len(starts)} starts)")
 
 
 def best_glu_features(task: TaskConfig, slots: int, width: int, restarts: int = 4,
@@ -241,7 +238,6 @@ def best_glu_features(task: TaskConfig, slots: int, width: int, restarts: int = 
     \mathbb R^{m \times h}$ ($V = I$ when $h \le m$: the slots then hold every unit), by L-BFGS
     from ``restarts`` random starts plus ``starts`` (initial ``(a, b)`` or ``(a, b, V)``, $a, b$
     of shape ``(h, d)``). $h \ge p_2$ reduces to :func:`best_feature_subspace`."""
-    check_capacity_task(task)
     m = check_int("slots", slots, minimum=0)
     h = check_int("width", width, minimum=1)
     d = task.input_dim
@@ -286,6 +282,53 @@ def best_block(task: TaskConfig, slots: int, width: int | None = None, restarts:
     if slots == 0:
         return best_coordinate_subset(task, 0)
     return best_glu_features(task, slots, width, restarts, seed)
+
+
+@dataclass(frozen=True)
+class OneBlockReferences:
+    r"""The exact best loss of one block of every size on ``task`` (unnormalised).
+
+    ``subspace[m]``: the best $m$-dimensional span of quadratic forms, $m = 0, \dots, p_2$;
+    ``coordinate[m]``: the best $m$ monomials; ``units[h]``: the best span of $h = 1, \dots, p_2$
+    GLU units writing $p_2$ slots; ``seconds``: the time the three searches took.
+    """
+
+    task: TaskConfig
+    p2: int
+    subspace: dict[int, BlockOptimum]
+    coordinate: dict[int, BlockOptimum]
+    units: dict[int, BlockOptimum]
+    seconds: float
+
+    @property
+    def normaliser(self) -> float:
+        r"""$\mathbb E[y^2]$."""
+        return self.subspace[0].null_loss
+
+    @property
+    def kernel(self) -> float:
+        r"""$\mathcal L^*((x; \phi_2))$, the full one-step kernel GD ($m = p_2$)."""
+        return self.subspace[self.p2].loss
+
+    @property
+    def linear(self) -> float:
+        r"""$\mathcal L^*(x)$, linear GD (no slots)."""
+        return self.subspace[0].loss
+
+
+def one_block_references(task: TaskConfig) -> OneBlockReferences:
+    r"""The best loss of one block with $m = 0, \dots, p_2$ slots (:func:`best_feature_subspace`,
+    :func:`best_coordinate_subset`) and with $h = 1, \dots, p_2$ units writing $p_2$ slots
+    (:func:`best_glu_features`), on the quadratic ``task`` (isotropic inputs, degree 2)."""
+    if task.kind != "poly" or task.degree != 2:
+        raise ConfigError("task", f"kind={task.kind!r}, degree={task.degree}",
+                          "the quadratic task: kind='poly', degree=2")
+    p2 = monomial_count(task.input_dim, 2)
+    start = time.perf_counter()
+    subspace = {m: best_feature_subspace(task, m) for m in range(p2 + 1)}
+    coordinate = {m: best_coordinate_subset(task, m) for m in range(p2 + 1)}
+    units = {h: best_glu_features(task, p2, h) for h in range(1, p2 + 1)}
+    return OneBlockReferences(task, p2, subspace, coordinate, units, time.perf_counter() - start)
 
 
 def degree_two_bound(task: TaskConfig) -> float:
@@ -364,8 +407,6 @@ def slot_increments(task: TaskConfig) -> SlotIncrements:
     eigenvalues of $K_E$ there; for a cross term
     $\kappa_c = \frac{n-1}{n} + \frac1n \mathbb E[\|\phi\|^2 x_1^2 x_2^2] + \frac{\sigma^2}{n}$.
     Exact moments (Lemma 3 (lem-gaussian-moments)), float64."""
-    if not isinstance(task, TaskConfig):
-        raise ConfigError("task", type(task).__name__, "a TaskConfig")
     if task.kind != "poly" or task.degree != 2 or task.homogeneous:
         raise ConfigError("task", task.describe(), "the degree-<=2 task: kind='poly', degree=2, "
                           "homogeneous=False (every monomial of degree 1 and 2)")
