@@ -25,7 +25,7 @@ import torch
 from nlicl_lib.core.models import ModelConfig, build_model
 from nlicl_lib.core.monomials import monomial_count
 from nlicl_lib.core.tasks import TaskConfig
-from nlicl_lib.experiments.ch3_studies import context_length_grid
+from nlicl_lib.pages.ch3 import context_length_grid
 from nlicl_lib.theory import closed_forms
 from nlicl_lib.training.settings import default_train_config
 from nlicl_lib.training.train import train

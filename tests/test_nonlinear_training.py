@@ -11,7 +11,7 @@ from nlicl_lib.core.models import ModelConfig, build_model
 from nlicl_lib.core.tasks import TaskConfig
 from nlicl_lib.experiments.cli import main
 from nlicl_lib.theory import closed_forms
-from nlicl_lib.theory.feature_analysis import live_span_optimum, slot_feature_directions
+from nlicl_lib.theory.kernel import live_span_optimum, slot_feature_directions
 from nlicl_lib.theory.values import exact_model_loss
 from nlicl_lib.training.settings import default_train_config
 from nlicl_lib.training.train import TrainConfig, train

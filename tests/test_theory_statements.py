@@ -24,7 +24,7 @@ import sympy
 from nlicl_lib.core.errors import ConfigError
 from nlicl_lib.core.monomials import PolyMap, moment_matrix, squared_norm
 from nlicl_lib.core.tasks import TaskConfig
-from nlicl_lib.experiments.ch3_studies import context_length_grid
+from nlicl_lib.pages.ch3 import context_length_grid
 from nlicl_lib.theory import closed_forms
 from nlicl_lib.theory.constructions import polynomial_kernel_gamma
 
@@ -239,7 +239,7 @@ def test_over_chapter_3s_context_lengths_the_fall_is_slower_than_one_over_n():
 @pytest.mark.usefixtures("one_torch_thread")
 def test_exercise_3_2_seed_1_large_keeps_every_direction_and_normal_loses_one():
     from nlicl_lib import ModelConfig, TrainConfig, run_experiment
-    from nlicl_lib.theory.feature_analysis import direction_usage
+    from nlicl_lib.theory.kernel import direction_usage
 
     optimum = closed_forms.one_step_kernel_gd_optimum(QUADRATIC_3D)
     used = {}
