@@ -1,19 +1,9 @@
-"""Run notebooks in kernels of other package versions: the test harness of the Colab and Binder
-checks (``tests/test_colab.py``, the Binder test).
-
-* :func:`ensure_venv` makes (or reuses) a virtual environment ``.envs/<name>`` of the
-  repository from requirement files, e.g. ``tests/envs/colab-requirements.txt`` (Colab's
-  versions). It is reused while a stamp file holds the hash of those files' contents, of the
-  ``after`` commands and of the Python that made it; any change rebuilds it from scratch. pip's
-  download cache (``~/.cache/pip`` unless ``PIP_CACHE_DIR`` says otherwise) is kept, so a
-  rebuild downloads nothing it had before.
-* :func:`run_notebook` executes a notebook top to bottom in a fresh kernel of such an
-  environment's Python (``python -m ipykernel_launcher``), driven by nbclient from the test's
-  own interpreter, on the CPU and without the book build's environment, and measures the
-  kernel's time and peak memory.
-
-Not a test module (no ``test_`` prefix); tests import it as ``notebook_envs``: pytest's default
-``prepend`` import mode puts ``tests/`` (which has no ``__init__.py``) on ``sys.path``.
+"""Run notebooks in kernels of other package versions, for the Colab and Binder tests:
+:func:`ensure_venv` makes (or reuses, while its stamp holds the hash of its requirement files,
+``after`` commands and Python) a venv ``.envs/<name>``; :func:`run_notebook` executes a notebook
+top to bottom in a fresh kernel of such a venv, on the CPU and without the book build's
+environment, and measures its time and peak memory. (Not a test module: pytest's ``prepend``
+import mode puts ``tests/`` on ``sys.path``.)
 """
 
 from __future__ import annotations
@@ -41,23 +31,19 @@ STAMP_NAME = ".nlicl-env-stamp"
 KERNEL_NAME = "nlicl-venv"
 OUTPUT_TAIL_LINES = 40
 
-PEAK_MEMORY_CODE = (
+PEAK_MEMORY_CODE = (  # the last cell: the kernel's peak resident memory in bytes
     "import resource, sys\n"
     "peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-    "print(peak * (1 if sys.platform == 'darwin' else 1024))"  # bytes
+    "print(peak * (1 if sys.platform == 'darwin' else 1024))"
 )
-"""The cell appended to every notebook: prints the kernel's peak resident memory in bytes
-(as ``tests/test_notebooks.py`` measures it)."""
 
 
 class EnvError(RuntimeError):
-    """A command that sets up an environment failed; the message names it and ends with the
-    tail of its output."""
+    """A set-up command failed: the message names it and ends with its output's tail."""
 
 
 class CellError(RuntimeError):
-    """A cell of a notebook run by :func:`run_notebook` raised: the message is nbclient's (the
-    cell's source and its traceback), without the terminal colours."""
+    """A cell raised: nbclient's message (the cell and its traceback), without colours."""
 
 
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -67,12 +53,9 @@ ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 class Run:
     """One execution of a notebook by :func:`run_notebook`."""
 
-    seconds: float
-    """Wall time of the execution, kernel start-up included."""
-    peak_bytes: int
-    """The kernel's peak resident memory (``ru_maxrss``), in bytes."""
-    notebook: nbformat.NotebookNode
-    """The executed notebook (prelude cells and the memory cell included)."""
+    seconds: float  # wall time, kernel start-up included
+    peak_bytes: int  # the kernel's peak resident memory (ru_maxrss)
+    notebook: nbformat.NotebookNode  # executed, with the prelude and the memory cell
 
 
 def _tail(text: str, lines: int = OUTPUT_TAIL_LINES) -> str:
@@ -93,10 +76,8 @@ def _run(argv: Sequence[str], *, cwd: Path, env: dict[str, str] | None = None) -
 
 
 def env_digest(requirement_files: Sequence[Path], after: Sequence[Sequence[str]] = ()) -> str:
-    """The hash a reusable environment's stamp holds: the requirement files' contents (in
-    order), the ``after`` commands, the contents of the files they name (a script such as
-    ``binder/postBuild``; relative paths from the repository root) and the Python that builds
-    the environment."""
+    """The stamp's hash: the requirement files, the ``after`` commands and the files they
+    name (a script such as ``binder/postBuild``), and the Python that builds the venv."""
     digest = hashlib.sha256()
     digest.update(f"{sys.version}\n{sys.base_prefix}\n".encode())
     for path in requirement_files:
@@ -115,21 +96,15 @@ def env_digest(requirement_files: Sequence[Path], after: Sequence[Sequence[str]]
 
 
 def venv_python(name: str) -> Path:
-    """The Python of the environment ``.envs/<name>`` (which may not exist)."""
     return ENVS_DIR / name / "bin" / "python"
 
 
 def ensure_venv(name: str, requirement_files: list[Path],
                 after: Sequence[Sequence[str]] = ()) -> Path:
-    """Create (or reuse) the virtual environment ``ROOT/.envs/<name>`` and return its Python.
-
-    A new environment is made with this interpreter's ``venv`` module, then gets
-    ``pip install -r`` of every file of ``requirement_files`` (one pip call, so that they are
-    resolved together), then each command of ``after`` (an argv list, run in the repository
-    root with the environment's ``bin`` first on ``PATH`` and ``VIRTUAL_ENV`` set). Reused as it
-    is when its stamp matches :func:`env_digest`; otherwise removed and built again. A failing
-    step raises :class:`EnvError` and leaves no stamp, so the next call starts over.
-    """
+    """The Python of ``.envs/<name>``: reused when its stamp matches :func:`env_digest`, else
+    made anew: ``pip install -r`` of every requirement file in one call, then each ``after``
+    command in the repository root with the venv first on ``PATH``. A failing step raises
+    :class:`EnvError` and leaves no stamp."""
     folder = ENVS_DIR / name
     python = venv_python(name)
     stamp = folder / STAMP_NAME
@@ -153,8 +128,8 @@ def ensure_venv(name: str, requirement_files: list[Path],
 
 
 def venv_environment(python: Path, base: dict[str, str] | None = None) -> dict[str, str]:
-    """``base`` (default ``os.environ``) with ``python``'s ``bin`` folder first on ``PATH`` and
-    ``VIRTUAL_ENV`` set to its environment (``PYTHONHOME`` and ``PYTHONPATH`` removed)."""
+    """``base`` (default ``os.environ``) with the venv first on ``PATH``, ``VIRTUAL_ENV`` set and
+    ``PYTHONHOME``/``PYTHONPATH`` removed."""
     env = dict(os.environ if base is None else base)
     for key in ("PYTHONHOME", "PYTHONPATH", "VIRTUAL_ENV"):
         env.pop(key, None)
@@ -165,9 +140,7 @@ def venv_environment(python: Path, base: dict[str, str] | None = None) -> dict[s
 
 
 def kernel_environment(python: Path, env: dict[str, str] | None = None) -> dict[str, str]:
-    """The kernel's environment: ``env`` (default ``os.environ``) as in a reader's session:
-    the environment's ``bin`` first on ``PATH``, on the CPU (``CUDA_VISIBLE_DEVICES`` empty),
-    without the book build's switch (``NLICL_BOOK_BUILD``) and without ``PYTHONPATH``."""
+    """As in a reader's session: the venv's, on the CPU, without ``NLICL_BOOK_BUILD``."""
     result = venv_environment(python, env)
     result.pop("NLICL_BOOK_BUILD", None)
     result["CUDA_VISIBLE_DEVICES"] = ""
@@ -176,8 +149,7 @@ def kernel_environment(python: Path, env: dict[str, str] | None = None) -> dict[
 
 
 def _prepared(notebook: nbformat.NotebookNode, prelude: Sequence[str]) -> nbformat.NotebookNode:
-    """A copy of ``notebook``: outputs and saved widget state cleared, ``prelude`` cells first,
-    the memory cell last."""
+    """A copy: outputs and widget state cleared, ``prelude`` cells first, the memory cell last."""
     result = copy.deepcopy(notebook)
     for cell in result.cells:
         if cell.cell_type == "code":
@@ -194,16 +166,9 @@ def _prepared(notebook: nbformat.NotebookNode, prelude: Sequence[str]) -> nbform
 def run_notebook(python: Path, notebook: nbformat.NotebookNode, folder: Path, *,
                  timeout_s: int = 600, prelude: Sequence[str] = (),
                  env: dict[str, str] | None = None) -> Run:
-    """Execute ``notebook`` top to bottom in a fresh kernel of ``python`` (an environment's
-    interpreter with ipykernel), with ``folder`` as the kernel's working directory.
-
-    The notebook is copied; the copy's outputs are cleared, ``prelude`` cells (sources) are put
-    before its cells and a cell measuring the kernel's peak memory after them. The kernel
-    (``python -m ipykernel_launcher -f {connection_file}``, from a kernelspec written to a
-    temporary folder) runs with :func:`kernel_environment` of ``env``; nbclient drives it from
-    this interpreter; the kernel is shut down afterwards. ``timeout_s`` bounds each cell. An
-    error in a cell raises :class:`CellError`, whose message holds the cell and its traceback.
-    """
+    """Execute a copy of ``notebook`` (:func:`_prepared`) in a fresh kernel of ``python`` (an
+    environment's interpreter with ipykernel) in ``folder``, with :func:`kernel_environment`
+    of ``env``; ``timeout_s`` bounds each cell. A failing cell raises :class:`CellError`."""
     from jupyter_client.kernelspec import KernelSpecManager
     from jupyter_client.manager import AsyncKernelManager
     from nbclient import NotebookClient

@@ -99,35 +99,3 @@ def test_ten_times_the_steps_is_over_the_budget():
             check_command("", more)
 
 
-def test_work_units_follow_the_formula():
-    args = cli.build_parser().parse_args(["train"])  # chapter 1: d = 5, n = 20, LSA, D = 6
-    task, model, train_config = cli.plan_train(args)
-    assert cli.work_units(task, model, train_config) == (
-        train_config.steps * train_config.batch_size * 1 * 21 * 6 ** 2)
-    args = cli.build_parser().parse_args(["train", "--model", "glu-lsa", "--task", "poly",
-                                          "--d", "3", "--depth", "8"])
-    task, model, train_config = cli.plan_train(args)
-    assert task.context_length == cli.DEEP_CONTEXT_LENGTH
-    assert cli.work_units(task, model, train_config) == (
-        train_config.steps * train_config.batch_size * 8 * 101 * (3 + 6 + 1) ** 2)
-
-
-def test_deep_stacks_estimate_their_test_loss_to_five_percent(capsys, monkeypatch):
-    """The test loss of a deep stack is heavy-tailed: at 1% its estimate took minutes, so the
-    CLI's deep runs ask for 5% within 100,000 prompts (``--test-error`` sets the error and
-    lifts the cap; a bad value is refused first)."""
-    deep = ["train", "--model", "glu-lsa", "--task", "poly", "--d", "3", "--depth", "8"]
-    parser = cli.build_parser()
-    assert cli.test_error(parser.parse_args(deep)) == cli.DEEP_TEST_ERROR
-    assert cli.test_error(parser.parse_args(["train"])) == cli.TEST_ERROR
-    assert cli.test_error(parser.parse_args([*deep, "--test-error", "0.01"])) == 0.01
-    assert cli.max_test_prompts(parser.parse_args(deep)) == cli.DEEP_TEST_PROMPTS
-    assert cli.max_test_prompts(parser.parse_args(["train"])) == 2_000_000
-    assert cli.max_test_prompts(parser.parse_args([*deep, "--test-error", "0.01"])) == 2_000_000
-
-    def boom(*args, **kwargs):  # pragma: no cover - must not be reached
-        raise AssertionError("work started")
-
-    monkeypatch.setattr(cli, "run_experiment", boom)
-    assert cli.main(["train", "--test-error", "0"]) == 2
-    assert capsys.readouterr().err.startswith("error: --test-error=0.0 is not allowed: ")

@@ -1,29 +1,16 @@
-"""The chapters' Colab copies run top to bottom with Colab's package versions.
+"""The chapters' Colab copies run top to bottom with Colab's package versions (``make
+notebook-test``, after ``make book``; ``NLICL_NOTEBOOKS=ch2,ch3`` restricts the chapters,
+``NLICL_COLAB_DIR`` reads the copies from another folder).
 
-Run after ``make book`` (marker ``built``, in ``make notebook-test``). Colab has its own
-versions of what the library uses (plotly 5, ipywidgets 7, numpy 2.1, IPython 7 and ipykernel 6:
-``tests/envs/colab-requirements.txt`` lists them and says where they come from), and the build's
-Colab copy of each chapter (``_build/html/_colab/book/ch*.ipynb``) installs only the library,
-without dependencies, from the repository (``pip install --no-deps git+<url>.git@<ref>``) when
-``google.colab`` is imported. For each copy this test
-
-* makes (or reuses) the environment ``.envs/colab`` from that file
-  (:func:`notebook_envs.ensure_venv`) and uninstalls ``nlicl_lib`` from it;
-* runs the copy in a fresh kernel of that environment (:func:`notebook_envs.run_notebook`: on the
-  CPU, without the book build's environment), with a first cell that makes ``google.colab``
-  importable, as on Colab (so the install cell runs, and plotly picks its Colab renderer), and
-  with the install cell's address replaced by a ``file://`` URL of a bare clone of this
-  repository, so that pip really installs the ref the cell names from a clone;
-* checks, in the same kernel, that ``nlicl_lib`` was imported from that install (the clone, at
-  the commit the ref names), not from the working tree;
-* presses the chapter's live panel's Train button once (the panel at its defaults) and checks
-  that the run finished without a message;
-* checks the kernel's peak memory is under 1 GB, and prints each chapter's time and memory.
-
-The install cell installs the committed library at its ref: uncommitted changes to
-``nlicl_lib`` are not what runs (the test says so when there are some).
-``NLICL_NOTEBOOKS=ch2,ch3`` restricts the run to some chapters; ``NLICL_COLAB_DIR`` reads the
-copies from another folder (a copy of ``_colab/book``).
+Colab has its own versions of what the library uses (``tests/envs/colab-requirements.txt``
+lists them and their source), and a chapter's Colab copy installs only the library, without
+dependencies, from the repository (``pip install --no-deps git+<url>.git@<ref>``) when
+``google.colab`` is imported. Each copy runs in a fresh kernel of a venv of those versions
+(``.envs/colab``, without nlicl_lib), with ``google.colab`` importable and the install cell's
+address replaced by a bare clone of this repository, so that pip installs the ref the cell
+names (the committed library: uncommitted changes are not what runs). Then the kernel must have
+imported nlicl_lib from that install, the chapter's panel must train once when its Train
+button is pressed, and the peak memory must stay under 1 GB.
 """
 
 from __future__ import annotations
@@ -47,8 +34,7 @@ ENV_NAME = "colab"
 MEMORY_LIMIT_BYTES = 10**9  # Binder's 1 GB per chapter, as in tests/test_notebooks.py
 CELL_TIMEOUT_S = 600
 
-INSTALL_TARGET = re.compile(r'"git\+(?P<url>[^"@\s]+)\.git@(?P<ref>[^"\s]+)"')
-"""The target of the install cell's ``pip install`` (``nlicl_lib/sphinxext/notebooks.py``, install_source)."""
+INSTALL_TARGET = re.compile(r'"git\+(?P<url>[^"@\s]+)\.git@(?P<ref>[^"\s]+)"')  # the install cell's
 
 COLAB_PRELUDE = (
     "# as on Colab: google.colab is importable (the install cell runs, plotly picks 'colab')\n"
@@ -63,7 +49,6 @@ INSTALLED_CODE = (
     "print(json.dumps({'file': nlicl_lib.__file__, 'direct_url': json.loads(\n"
     "    importlib.metadata.distribution('nlicl_lib').read_text('direct_url.json') or 'null')}))"
 )
-"""Says where the kernel imported ``nlicl_lib`` from and how pip installed it."""
 
 PANEL_CODE = (
     "from nlicl_lib.pages.widgets import TrainingPanel\n"
@@ -73,8 +58,7 @@ PANEL_CODE = (
     "assert _panels[0].last_error is None, _panels[0].last_error\n"
     "assert len(_panels[0].results) == 1, _panels[0].status.value\n"
     "print(_panels[0].status.value)"
-)
-"""Presses the Train button of the panel the chapter showed (a cell's value, kept in ``Out``)."""
+)  # presses the Train button of the panel the chapter showed (a cell's value, kept in Out)
 
 
 def chapter_copies() -> list[Path]:

@@ -1,11 +1,9 @@
-"""The instructors' pages (issue 23): every chapter opens with its goals, the run-time table
-(MyST-NB's ``{nb-exec-table}``), the five-week plan, and the pen-and-paper problems of
-``book/instructor_problems.md`` (``nlicl_lib.pages.instructors``) with their solutions, whose
-formulas are checked here against the library."""
+"""The instructors' pages: the five-week plan names exercises and problems that exist, every
+problem of ``book/instructor_problems.md`` has a solution, and the solutions' formulas agree
+with the library."""
 
 from __future__ import annotations
 
-import io
 import math
 import re
 from pathlib import Path
@@ -13,9 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nlicl_lib.pages import instructors
-from nlicl_lib.core import book_refs
 from nlicl_lib.core.tasks import TaskConfig
+from nlicl_lib.pages import instructors
 from nlicl_lib.theory import capacity, closed_forms
 from nlicl_lib.theory.linearity import best_affine_loss
 
@@ -25,36 +22,9 @@ BOOK = ROOT / "book"
 PAGE = BOOK / "instructors.md"
 PROBLEMS_PAGE = BOOK / "instructor_problems.md"
 CHAPTERS = sorted(BOOK.glob("ch[0-9]_*.md"))
-PRF_REF = re.compile(r"\{prf:ref\}`(?:[^`<]*<)?([^`>]+)>?`")
-
-
-# --- goals ----------------------------------------------------------------------------------------
-
-
-def _box_items(path: Path) -> list[str] | None:
-    """The goals box's list items, read independently of the library (one per '- ' line)."""
-    box = re.search(r":::\{admonition\} In this chapter\n:class: nlicl-goals\n(.*?)\n:::",
-                    path.read_text(encoding="utf-8"), re.S)
-    return None if box is None else re.findall(r"^- ", box.group(1), re.M)
-
-
-def test_the_chapters_are_found_in_order():
-    assert [p.name[:3] for p in CHAPTERS] == ["ch1", "ch2", "ch3", "ch4", "ch5"]
-
-
-@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
-def test_every_chapter_opens_with_its_goals(path: Path):
-    items = _box_items(path)
-    assert items is not None and len(items) >= 2, f"{path.name}: no 'In this chapter' box of goals"
 
 
 # --- the instructors page -------------------------------------------------------------------------
-
-
-def test_the_page_shows_the_run_times_from_the_execution_cache():
-    text = PAGE.read_text(encoding="utf-8")
-    assert "```{nb-exec-table}\n```" in text and "nlicl-run-times" not in text
-    assert "{doc}`instructor_problems`" in text
 
 
 def exercise_numbers() -> set[str]:
@@ -102,30 +72,12 @@ def test_every_problem_has_a_distinct_label_a_title_and_a_solution():
     assert sorted(solutions) == sorted(labels), "every solution is a closed dropdown of a problem"
 
 
-def test_problems_and_solutions_parse_in_either_fence():
-    for fence in ("::::", "````"):
-        source = (f"## Chapter 1: x\n\n{fence}{{exercise}} Try\n:label: p\n\nDo it now.\n{fence}\n\n"
-                  f"{fence}{{solution}} p\n:class: dropdown\n\nNot these six words at all.\n{fence}\n")
-        (problem,) = instructors.problems(source)
-        assert (problem.label, problem.title, problem.section) == ("p", "Try", "Chapter 1: x")
-        assert (problem.statement, problem.solution) == ("Do it now.", "Not these six words at all.")
-
-
 def test_at_least_two_problems_per_chapter():
     per_chapter = {}
     for problem in PROBLEMS:
         per_chapter.setdefault(problem.label.split("-")[1], []).append(problem)
     assert sorted(per_chapter) == ["1", "2", "3", "4", "5"]
     assert all(len(found) >= 2 for found in per_chapter.values())
-
-
-def test_every_cited_result_exists_in_the_theory_part():
-    labels = book_refs.RESULTS
-    for page in (PAGE, PROBLEMS_PAGE):
-        used = PRF_REF.findall(page.read_text(encoding="utf-8"))
-        unknown = sorted(set(used) - set(labels))
-        assert not unknown, f"{page.name} cites {unknown}, not in book/theorems.md"
-    assert len(set(PRF_REF.findall(PROBLEMS_PAGE.read_text()))) >= 10
 
 
 # --- the solutions' formulas, against the library -----------------------------------------------
@@ -201,45 +153,3 @@ def test_pp_4_2_every_cross_term_is_worth_the_same(d, n, sigma):
     assert count == d * (d - 1) // 2 and s == pytest.approx(1.0)
     assert kappa == pytest.approx((n - 1) / n + (d + 7) * (d + 8) / (2 * n) + sigma**2 / n)
     assert value == pytest.approx(2 * n / (2 * (n - 1) + (d + 7) * (d + 8) + 2 * sigma**2))
-
-
-# --- Sphinx: the problems page, parsed as the build parses them ---------------
-
-
-def _sphinx_build(tmp_path: Path, pages: dict[str, str]) -> tuple[str, Path]:
-    """Build ``pages`` with MyST, sphinx-exercise and sphinx-proof; return the warnings and the
-    output folder."""
-    from sphinx.application import Sphinx
-
-    src = tmp_path / "src"
-    for name, text in pages.items():
-        (src / name).parent.mkdir(parents=True, exist_ok=True)
-        (src / name).write_text(text, encoding="utf-8")
-    (src / "conf.py").write_text(
-        "extensions = ['myst_parser', 'sphinx_exercise', 'sphinx_proof']\n"
-        "myst_enable_extensions = ['amsmath', 'colon_fence', 'dollarmath', 'deflist']\n")
-    warnings = io.StringIO()
-    app = Sphinx(str(src), str(src), str(tmp_path / "out"), str(tmp_path / "doctrees"), "html",
-                 status=None, warning=warnings, freshenv=True)
-    app.build()
-    # a second Sphinx app in one process re-registers every node: not a problem of the pages
-    found = [re.sub(r"\x1b\[[0-9;]*m", "", line) for line in warnings.getvalue().splitlines()]
-    return "\n".join(w for w in found if "is already registered" not in w), tmp_path / "out"
-
-
-def test_the_problems_page_parses_and_its_references_resolve(tmp_path):
-    theory = "# Theory\n\n" + "\n".join(
-        f":::{{prf:theorem}} {title}\n:label: {label}\n\nStated.\n:::\n"
-        for label, (_, _, title) in book_refs.RESULTS.items())
-    warnings, out = _sphinx_build(tmp_path, {
-        "index.md": "# Index\n\n```{toctree}\nbook/theorems\nbook/instructor_problems\n```\n",
-        "book/theorems.md": theory,
-        "book/instructor_problems.md": PROBLEMS_PAGE.read_text(encoding="utf-8"),
-    })
-    assert warnings.strip() == "", warnings
-    html = (out / "book" / "instructor_problems.html").read_text(encoding="utf-8")
-    assert html.count('class="admonition exercise') >= len(PROBLEMS) or \
-        html.count("exercise admonition") >= len(PROBLEMS)
-    assert html.count("<details") >= len(PROBLEMS) or html.count("dropdown") >= len(PROBLEMS)
-    for problem in PROBLEMS:
-        assert f'id="{problem.label}"' in html

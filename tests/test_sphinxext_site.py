@@ -10,7 +10,6 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import nbformat
 import plotly.graph_objects as go
@@ -30,14 +29,6 @@ def bundle(path: Path, header: str) -> Path:
     return path
 
 
-def test_plotly_js_version_reads_full_and_partial_bundle_headers(tmp_path: Path) -> None:
-    assert site.plotly_js_version(bundle(tmp_path / "a.js", "plotly.js v4.1.1")) == "4.1.1"
-    partial = bundle(tmp_path / "b.js", "plotly.js (cartesian - minified) v4.2.0")
-    assert site.plotly_js_version(partial) == "4.2.0"
-    with pytest.raises(ExtensionError, match="no plotly.js version"):
-        site.plotly_js_version(bundle(tmp_path / "c.js", "some other library v1.0.0"))
-
-
 def test_vendored_plotly_js_is_the_one_the_plotly_package_ships() -> None:
     source = site.plotly_js_source()
     version = site.check_plotly_version(VENDORED_PLOTLY, source)
@@ -51,21 +42,6 @@ def test_a_plotly_upgrade_without_a_new_bundle_stops_the_build(tmp_path: Path) -
     message = str(error.value)
     assert "v4.1.1" in message and "v4.2.0" in message
     assert "npm pack plotly.js-cartesian-dist-min@4.2.0" in message
-
-
-def test_a_changed_static_file_rereads_every_page(tmp_path: Path) -> None:
-    static = tmp_path / "static"
-    static.mkdir()
-    (static / "a.css").write_text("p { color: red }")
-    app = SimpleNamespace(confdir=str(tmp_path), config=SimpleNamespace(html_static_path=["static"]),
-                          builder=SimpleNamespace(format="html"))
-    env = SimpleNamespace(found_docs={"a", "b", "c"})
-    notebooks = SimpleNamespace(**{**vars(app), "builder": SimpleNamespace(format="ipynb")})
-    assert site.reread_when_static_changed(notebooks, env, set(), set(), set()) == []
-    assert site.reread_when_static_changed(app, env, set(), set(), set()) == ["a", "b", "c"]
-    assert site.reread_when_static_changed(app, env, set(), set(), set()) == []  # nothing changed
-    (static / "a.css").write_text("p { color: blue }")
-    assert site.reread_when_static_changed(app, env, {"c"}, set(), set()) == ["a", "b"]
 
 
 def static_panel_html(monkeypatch: pytest.MonkeyPatch) -> str:
@@ -122,35 +98,3 @@ def test_a_page_with_saved_widget_state_fails_the_build(tmp_path: Path) -> None:
     assert "page index holds ipywidgets state" in result.stderr
 
 
-def test_sphinx_thebe_writes_its_configuration_twice_so_the_book_drops_it(tmp_path: Path) -> None:
-    """The upstream bug behind ``site.drop_thebe``: sphinx-thebe's configuration script twice on
-    a page (a SyntaxError). When this test fails, the bug is fixed: remove ``drop_thebe``."""
-    source = tmp_path / "src"
-    source.mkdir()
-    (source / "conf.py").write_text("extensions = ['sphinx_thebe']\n")
-    (source / "index.rst").write_text("Page\n====\n")
-    result = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-q", "-E",
-                             str(source), str(tmp_path / "html")],
-                            capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
-    page = (tmp_path / "html" / "index.html").read_text(encoding="utf-8")
-    assert page.count("const THEBE_JS_URL") == 2
-
-
-def test_with_thebe_off_no_sphinx_thebe_file_reaches_a_page() -> None:
-    from sphinx.builders.html._assets import _CascadingStyleSheet, _JavaScript
-
-    config = SimpleNamespace(html_theme_options={"launch_buttons": {"thebe": False}})
-    app = SimpleNamespace(config=config)
-    context = {"script_files": [_JavaScript("_static/doctools.js"),
-                                _JavaScript("", body='const THEBE_JS_URL = "x"'),
-                                _JavaScript("", body='const THEBE_JS_URL = "x"'),
-                                _JavaScript("_static/sphinx-thebe.js")],
-               "css_files": [_CascadingStyleSheet("_static/sphinx-thebe.css")]}
-    site.drop_thebe(app, "index", "page.html", context, None)
-    assert [asset.filename for asset in context["script_files"]] == ["_static/doctools.js"]
-    assert context["css_files"] == []
-    config.html_theme_options["launch_buttons"]["thebe"] = True
-    kept = {"script_files": [_JavaScript("_static/sphinx-thebe.js")]}
-    site.drop_thebe(app, "index", "page.html", kept, None)
-    assert len(kept["script_files"]) == 1

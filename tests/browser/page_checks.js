@@ -1,7 +1,6 @@
 // Helpers that tests/test_browser.py injects into each built page (window.nlicl).
-// They read what plotly.js, MathJax and the theme have drawn and return plain data (counts,
-// boxes, colours); the assertions live in the Python test. They change nothing, apart from
-// focusSlider, which moves the keyboard focus like a reader pressing Tab would.
+// They read what plotly.js and the theme have drawn and return plain data (counts, boxes);
+// the assertions live in the Python test. They change nothing.
 (function () {
   "use strict";
 
@@ -232,45 +231,6 @@
     return gd._fullLayout.sliders.filter((s) => s.visible)[index].active;
   }
 
-  // The keyboard contract of every plotly slider (re-queried on each call: plotly may
-  // redraw the group).
-  function sliderAria(figureId) {
-    return sliderGroups(figureId).map((group) => ({
-      tabindex: group.getAttribute("tabindex"),
-      role: group.getAttribute("role"),
-      valuenow: group.getAttribute("aria-valuenow"),
-      valuemin: group.getAttribute("aria-valuemin"),
-      valuemax: group.getAttribute("aria-valuemax"),
-      label: group.getAttribute("aria-label") || group.getAttribute("aria-labelledby"),
-    }));
-  }
-
-  // Give slider `index` the keyboard focus; true when it holds it.
-  function focusSlider(figureId, index) {
-    const group = sliderGroups(figureId)[index];
-    group.scrollIntoView({ block: "center" });
-    group.focus();
-    return document.activeElement === group;
-  }
-
-  // --- text alternatives of the figures --------------------------------------------------
-
-  function figureAlternatives() {
-    return Array.from(document.querySelectorAll(".nlicl-plotly")).map((wrapper) => {
-      const ids = (wrapper.getAttribute("aria-describedby") || "").split(/\s+/)
-        .filter((id) => id !== "");
-      const described = ids.map((id) => document.getElementById(id));
-      return {
-        id: wrapper.getAttribute("data-nlicl-figure"),
-        role: wrapper.getAttribute("role"),
-        label: (wrapper.getAttribute("aria-label") || "").trim(),
-        describedby: ids,
-        missing: ids.filter((id, i) => described[i] === null),
-        description: described.filter((node) => node !== null)
-          .map((node) => node.textContent.trim()).join(" ").trim(),
-      };
-    });
-  }
 
   // --- text of the figures: where each visible piece of SVG text lies --------------------
 
@@ -303,9 +263,7 @@
     return rect.width > 0 && rect.height > 0;
   }
 
-  // Boxes (viewport coordinates) of a figure's visible SVG texts, legend entries, plot areas
-  // and subplot titles (the annotations plotly's make_subplots writes: paper-referenced,
-  // no arrow, anchored at their bottom centre).
+  // Boxes (viewport coordinates) of a figure's visible SVG texts and of the figure.
   function figureTextLayout(figureId) {
     const gd = graphDiv(figureId);
     const container = gd.querySelector(".svg-container") || gd.querySelector(".main-svg");
@@ -321,208 +279,10 @@
           box: box(element.getBoundingClientRect()) });
       }
     }
-    const title = gd.querySelector(".gtitle");
-    const annotations = gd._fullLayout.annotations || [];
-    const subplotTitles = [];
-    annotations.forEach((ann, index) => {
-      if (ann.visible === false || ann.showarrow || ann.xref !== "paper" || ann.yref !== "paper"
-        || ann.yanchor !== "bottom" || ann.xanchor !== "center") { return; }
-      const element = gd.querySelector(`.annotation[data-index="${index}"] .annotation-text`);
-      if (element && visibleText(element)) {
-        subplotTitles.push({ text: svgText(element),
-          box: box(element.getBoundingClientRect()) });
-      }
-    });
     return {
       figure: box(container.getBoundingClientRect()),
       texts: texts,
-      title: title && visibleText(title)
-        ? { text: svgText(title), box: box(title.getBoundingClientRect()) }
-        : null,
-      legendEntries: Array.from(gd.querySelectorAll(".legend g.traces"))
-        .filter((entry) => visibleText(entry))
-        .map((entry) => ({ text: svgText(entry),
-          box: box(entry.getBoundingClientRect()) })),
-      plotAreas: Array.from(gd.querySelectorAll(".draglayer .nsewdrag"))
-        .map((rect) => box(rect.getBoundingClientRect()))
-        .filter((b) => b.width > 0 && b.height > 0),
-      subplotTitles: subplotTitles,
     };
-  }
-
-  // --- colour contrast of the page's text -------------------------------------------------
-
-  let colourContext = null;
-
-  // [r, g, b, alpha] (0-255, 0-1) of a computed CSS colour; any syntax the browser returns
-  // (rgb(), rgba(), color(srgb ...), oklch() ...) goes through a canvas when it is not rgb().
-  function parseColour(value) {
-    const rgb = /^rgba?\(\s*([\d.]+)[\s,]+([\d.]+)[\s,]+([\d.]+)(?:\s*[,/]\s*([\d.]+)(%?))?\s*\)$/
-      .exec(value);
-    if (rgb) {
-      let alpha = rgb[4] === undefined ? 1 : Number(rgb[4]);
-      if (rgb[5] === "%") { alpha /= 100; }
-      return [Number(rgb[1]), Number(rgb[2]), Number(rgb[3]), alpha];
-    }
-    if (value === "transparent") { return [0, 0, 0, 0]; }
-    if (!colourContext) {
-      const canvas = document.createElement("canvas");
-      canvas.width = canvas.height = 1;
-      colourContext = canvas.getContext("2d", { willReadFrequently: true });
-    }
-    colourContext.clearRect(0, 0, 1, 1);
-    colourContext.fillStyle = "rgba(0, 0, 0, 0)";
-    colourContext.fillStyle = value;
-    colourContext.fillRect(0, 0, 1, 1);
-    const [r, g, b, a] = colourContext.getImageData(0, 0, 1, 1).data;
-    return [r, g, b, a / 255];
-  }
-
-  // `top` painted over the opaque colour `bottom`.
-  function over(top, bottom) {
-    const a = top[3];
-    return [0, 1, 2].map((i) => top[i] * a + bottom[i] * (1 - a)).concat([1]);
-  }
-
-  // The boxes that scroll long formulas sideways (nlicl.css): their gradients are the scroll
-  // cue, covers in the page's background colour that fade to transparent and grey shadows
-  // 0.75rem wide at an edge with more to show, so the colour behind their text is their
-  // background colour and whatever lies below.
-  const SCROLL_CUE = ".bd-content div.math, .nlicl-math-scroll";
-
-  // The colour behind an element's text: its own and its ancestors' background colours,
-  // composited from the first opaque one upwards (the canvas, white, when none is opaque).
-  // null when a background image (or gradient) lies on the way: its colour is unknown.
-  // The scroll cue of a formula's box is not such an image (SCROLL_CUE).
-  // `memo` (a Map) shares the work between the elements of one page.
-  function effectiveBackground(element, memo) {
-    if (!element) { return [255, 255, 255, 1]; }
-    if (memo && memo.has(element)) { return memo.get(element); }
-    const style = getComputedStyle(element);
-    let result;
-    if (style.backgroundImage && style.backgroundImage !== "none"
-        && !element.matches(SCROLL_CUE)) {
-      result = null;
-    } else {
-      const colour = parseColour(style.backgroundColor);
-      if (colour[3] >= 1) {
-        result = colour;
-      } else {
-        const below = effectiveBackground(element.parentElement, memo);
-        result = below === null ? null : colour[3] > 0 ? over(colour, below) : below;
-      }
-    }
-    if (memo) { memo.set(element, result); }
-    return result;
-  }
-
-  // Product of the element's and its ancestors' opacity (it fades the text too).
-  function opacityOf(element, memo) {
-    if (!element) { return 1; }
-    if (memo && memo.has(element)) { return memo.get(element); }
-    const result = Number(getComputedStyle(element).opacity)
-      * opacityOf(element.parentElement, memo);
-    if (memo) { memo.set(element, result); }
-    return result;
-  }
-
-  function luminance(colour) {
-    const [r, g, b] = colour.slice(0, 3).map((c) => {
-      const s = c / 255;
-      return s <= 0.03928 ? s / 12.92 : Math.pow((s + 0.055) / 1.055, 2.4);
-    });
-    return 0.2126 * r + 0.7152 * g + 0.0722 * b;
-  }
-
-  function contrastRatio(a, b) {
-    const [hi, lo] = [luminance(a), luminance(b)].sort((x, y) => y - x);
-    return (hi + 0.05) / (lo + 0.05);
-  }
-
-  // Text the check leaves out: figures (SVG on plotly's own paper, see the test), KaTeX's
-  // output (drawn in the text colour it inherits), screen-reader-only text, and disabled
-  // controls (WCAG 1.4.3 exempts "part of an inactive user interface component").
-  const CONTRAST_SKIP = "svg, .nlicl-plotly, .js-plotly-plot, .katex, "
-    + ".nlicl-sr-only, .visually-hidden, .sr-only, script, style, noscript, template, "
-    + ":disabled, [aria-disabled='true']";
-
-  function hiddenForContrast(element) {
-    if (element.closest(CONTRAST_SKIP)) { return true; }
-    const label = element.closest("label");  // the label of a disabled control is part of it
-    if (label && label.control && label.control.disabled) { return true; }
-    if (element.checkVisibility && !element.checkVisibility({ opacityProperty: true,
-      visibilityProperty: true, contentVisibilityAuto: true })) { return true; }
-    const rect = element.getBoundingClientRect();
-    if (rect.width <= 1 || rect.height <= 1) { return true; }  // clipped to a pixel
-    const style = getComputedStyle(element);
-    return /rect\(\s*0(px)?[\s,]+0(px)?[\s,]+0(px)?[\s,]+0(px)?\s*\)/.test(style.clip);
-  }
-
-  function describe(element) {
-    const parts = [];
-    for (let node = element; node && parts.length < 3 && node.tagName !== "MAIN";
-      node = node.parentElement) {
-      let part = node.tagName.toLowerCase();
-      if (node.id) { part += "#" + node.id; }
-      const classes = Array.from(node.classList).slice(0, 2);
-      if (classes.length) { part += "." + classes.join("."); }
-      parts.unshift(part);
-    }
-    return parts.join(" > ");
-  }
-
-  // The text an element holds directly (its own text nodes, not its children's).
-  function ownText(element) {
-    return Array.from(element.childNodes).filter((node) => node.nodeType === Node.TEXT_NODE)
-      .map((node) => node.textContent).join(" ").replace(/\s+/g, " ").trim();
-  }
-
-  // The contrast of an element's text against the background it is drawn on (WCAG 2 ratio;
-  // large text, 24 px or 18.66 px and bold, needs 3, other text 4.5); {unknown: true} when a
-  // background image lies behind it.
-  function contrastOf(element, memo) {
-    const style = getComputedStyle(element);
-    const background = effectiveBackground(element, memo && memo.background);
-    if (background === null) { return { unknown: true, element: describe(element) }; }
-    const opacity = opacityOf(element, memo && memo.opacity);
-    const text = parseColour(style.color);
-    const foreground = over([text[0], text[1], text[2], text[3] * opacity], background);
-    const size = parseFloat(style.fontSize);
-    const bold = Number(style.fontWeight) >= 700 || style.fontWeight === "bold";
-    const large = size >= 24 || (size >= 18.66 && bold);
-    const rgb = (c) => `rgb(${c.slice(0, 3).map((v) => Math.round(v)).join(", ")})`;
-    return {
-      element: describe(element),
-      text: ownText(element).slice(0, 60),
-      colour: rgb(foreground),
-      background: rgb(background),
-      ratio: Math.floor(contrastRatio(foreground, background) * 100) / 100,  // never rounds up
-      required: large ? 3 : 4.5,
-      fontSize: size,
-    };
-  }
-
-  // Every visible element of <main> that directly holds text, with its contrast: returns the
-  // offenders, and how many elements were checked or skipped for a background image.
-  function textContrast() {
-    const main = document.querySelector("main") || document.body;
-    const walker = document.createTreeWalker(main, NodeFilter.SHOW_TEXT);
-    const elements = new Set();
-    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
-      if (node.textContent.trim() && node.parentElement) { elements.add(node.parentElement); }
-    }
-    const memo = { background: new Map(), opacity: new Map() };
-    const offenders = [];
-    let checked = 0;
-    let unknownBackground = 0;
-    for (const element of elements) {
-      if (hiddenForContrast(element)) { continue; }
-      const result = contrastOf(element, memo);
-      if (result.unknown) { unknownBackground++; continue; }
-      checked++;
-      if (result.ratio < result.required) { offenders.push(result); }
-    }
-    return { checked: checked, unknownBackground: unknownBackground, offenders: offenders };
   }
 
   // --- static training panels --------------------------------------------------------------
@@ -567,8 +327,7 @@
   }
 
   window.nlicl = {
-    figures, allFiguresDrawn, traceMarks, snapshot, sliderStepPoint, sliderActive, sliderAria,
-    focusSlider, figureAlternatives, figureTextLayout, contrastOf, textContrast, staticPanels,
-    widgetViews, allWidgetsRendered,
+    figures, allFiguresDrawn, traceMarks, snapshot, sliderStepPoint, sliderActive,
+    figureTextLayout, staticPanels, widgetViews, allWidgetsRendered,
   };
 })();
