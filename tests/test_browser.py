@@ -44,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 HTML_DIR = Path(os.environ.get("NLICL_HTML_DIR", ROOT / "_build" / "html"))  # the built site
 SOURCES_DIR = HTML_DIR / "_sources"
 PAGE_CHECKS_JS = Path(__file__).resolve().parent / "browser" / "page_checks.js"
+AXE_JS = PAGE_CHECKS_JS.parent / "axe.min.js"  # axe-core 4, vendored with its licences
 CHROMIUM = Path(os.environ.get("NLICL_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -486,6 +487,35 @@ class TestDesktop:
                         raise AssertionError(f"{desktop.name}: figure {figure['id']}: slider "
                                              f"{index}, step {step} did not change the figure"
                                              ) from error
+
+    def test_sliders_work_from_the_keyboard(self, desktop: OpenPage) -> None:
+        """A reader without a mouse: each figure's first slider takes the focus (role "slider",
+        aria-valuenow), and an arrow key moves it and changes the figure; the other arrow
+        brings it back."""
+        for figure in [f for f in desktop.figures() if f["sliders"]]:
+            slider, where = figure["sliders"][0], f"{desktop.name}: figure {figure['id']}"
+            key, back = (("ArrowLeft", "ArrowRight") if slider["active"] >= slider["steps"] - 1
+                         else ("ArrowRight", "ArrowLeft"))
+            assert desktop.js("id => window.nlicl.focusSlider(id, 0)", figure["id"]), (
+                f"{where}: slider 0 takes no keyboard focus or has no role/aria-valuenow")
+            before = desktop.js("id => window.nlicl.snapshot(id)", figure["id"])
+            desktop.page.keyboard.press(key)
+            desktop.page.wait_for_function(
+                "([id, old]) => window.nlicl.snapshot(id) !== old", arg=[figure["id"], before],
+                timeout=SLIDER_TIMEOUT_MS)
+            desktop.page.keyboard.press(back)
+            desktop.page.wait_for_function(
+                "([id, s]) => window.nlicl.sliderActive(id, 0) === s",
+                arg=[figure["id"], slider["active"]], timeout=SLIDER_TIMEOUT_MS)
+
+    def test_no_serious_accessibility_violation(self, desktop: OpenPage) -> None:
+        """axe-core (vendored in tests/browser/) finds no serious or critical violation."""
+        desktop.page.add_script_tag(path=str(AXE_JS))
+        found = desktop.js(
+            "async () => (await axe.run(document, {resultTypes: ['violations']})).violations"
+            ".filter((v) => v.impact === 'serious' || v.impact === 'critical')"
+            ".map((v) => `${v.id} (${v.impact}): ${v.nodes.slice(0, 3).map((n) => n.target)}`)")
+        _fail_all(desktop.name, "axe", found)
 
     def test_outputs_fit_the_column_and_formulas_are_typeset(self, desktop: OpenPage) -> None:
         """No printed line or table of a cell's output is wider than the text column, and KaTeX

@@ -226,6 +226,16 @@
     };
   }
 
+  // The keyboard side of a slider (book/_static/nlicl-figures.js): focus it as Tab would,
+  // and read its role and aria-valuenow.
+  function focusSlider(figureId, index) {
+    const group = sliderGroups(figureId)[index];
+    group.scrollIntoView({ block: "center" });
+    group.focus();
+    return document.activeElement === group
+      && group.getAttribute("role") === "slider" && group.getAttribute("aria-valuenow") !== null;
+  }
+
   function sliderActive(figureId, index) {
     const gd = graphDiv(figureId);
     return gd._fullLayout.sliders.filter((s) => s.visible)[index].active;
@@ -327,7 +337,7 @@
   }
 
   window.nlicl = {
-    figures, allFiguresDrawn, traceMarks, snapshot, sliderStepPoint, sliderActive,
+    figures, allFiguresDrawn, traceMarks, snapshot, sliderStepPoint, sliderActive, focusSlider,
     figureTextLayout, staticPanels, widgetViews, allWidgetsRendered,
   };
 })();
