@@ -18,21 +18,21 @@ The names below are the short path for a reader's first run.
 
 from nlicl_lib.core.device import describe_device, resolve_device
 from nlicl_lib.core.errors import ConfigError, TrainingDivergedError
-from nlicl_lib.core.models import GLU, ModelConfig, build_model
+from nlicl_lib.core.models import GLU, LSA, ModelConfig, build_model
 from nlicl_lib.core.monomials import PolyMap
 from nlicl_lib.core.seeding import seed_everything
 from nlicl_lib.core.tasks import Prompts, TaskConfig, embed, sample_prompts
 from nlicl_lib.experiments.run import run_experiment
-from nlicl_lib.theory.constructions import polynomial_kernel_gamma
+from nlicl_lib.theory.constructions import gd_lsa, polynomial_kernel_gamma
 from nlicl_lib.theory.values import theory_values
 from nlicl_lib.training.evaluate import LossEstimate, test_loss
 from nlicl_lib.training.settings import default_train_config
 from nlicl_lib.training.train import TrainConfig, train
 
 __all__ = [
-    "ConfigError", "TrainingDivergedError", "LossEstimate", "ModelConfig", "Prompts",
+    "ConfigError", "TrainingDivergedError", "LossEstimate", "LSA", "ModelConfig", "Prompts",
     "TaskConfig", "TrainConfig", "build_model", "default_train_config", "describe_device",
-    "embed", "resolve_device", "run_experiment", "sample_prompts",
+    "embed", "gd_lsa", "resolve_device", "run_experiment", "sample_prompts",
     "seed_everything", "test_loss", "theory_values", "train",
     "GLU", "PolyMap", "polynomial_kernel_gamma",
 ]

@@ -1,11 +1,17 @@
-r"""$L$ steps of preconditioned GD with tuned step sizes, and what a trained LSA layer computes.
+r"""Chapter 1's idea: one LSA layer is one step of preconditioned GD, $L$ layers are $L$ steps,
+and the best step sizes; what a trained LSA layer computes.
 
 Chapter 1 compares an $L$-layer LSA with $L$ steps of gradient descent on the in-context
-least-squares loss $\frac1{2n}\sum_{i\le n}(w^\top x_i - y_i)^2$, from $w_0 = 0$, with one scalar
-step size $\gamma_\ell$ per step (preconditioner $\Gamma_\ell = \gamma_\ell I$, what
-:func:`~nlicl_lib.theory.constructions.gd_lsa` loads into layer $\ell$; $L$ such layers are $L$ GD steps
-by Proposition 4 (prop-lsa-gd)). This module finds the best step sizes and reads the
-preconditioner off trained weights.
+least-squares loss $\frac1{2n}\sum_{i\le n}(w^\top x_i - y_i)^2$, from $w_0 = 0$. Layer $\ell$ of
+:func:`~nlicl_lib.theory.constructions.gd_lsa` holds $P = e_D e_D^\top$ and
+$Q_\ell = -\mathrm{blkdiag}(\Gamma_\ell^\top, 0)$; one such layer predicts
+$\hat y = x_{n+1}^\top \Gamma_1 \frac1n \sum_{i \le n} y_i x_i$, and $L$ of them predict what $L$
+steps $w_\ell = w_{\ell-1} + \Gamma_\ell \frac1n \sum_i (y_i - w_{\ell-1}^\top x_i)\, x_i$ predict,
+with the residuals $y_i - w_\ell^\top x_i$ in the context labels after layer $\ell$
+(Proposition 4 (prop-lsa-gd), :func:`construction_check`). With one scalar step size
+$\gamma_\ell$ per step ($\Gamma_\ell = \gamma_\ell I$) this module finds the best step sizes
+(:func:`tune_gd_steps`, :func:`tuned_gd_losses`) and reads the preconditioner off trained
+weights (:func:`effective_gamma`, :func:`read_trained_step`).
 
 **The recursion.** Write $\hat S = \frac1n \sum_{i\le n} x_i x_i^\top$ (the context's empirical
 covariance, $d \times d$), $y_i = w^\top x_i + \epsilon_i$ and $h = \frac1n\sum_i \epsilon_i x_i$.
@@ -43,16 +49,19 @@ refined by a direct minimisation over real $\gamma$ instead.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 from numpy.typing import ArrayLike
 
-from nlicl_lib.core.errors import ConfigError, check_int
-from nlicl_lib.core.models import LSA
+from nlicl_lib.core.errors import ConfigError, check_float, check_int
+from nlicl_lib.core.models import LSA, InContextRegressor
 from nlicl_lib.core.seeding import STREAM_OTHER, generator
-from nlicl_lib.core.tasks import TaskConfig
+from nlicl_lib.core.tasks import Prompts, TaskConfig
+from nlicl_lib.theory.constructions import gd_lsa
+from nlicl_lib.theory.predictors import preconditioned_gd
 
 
 @dataclass(frozen=True)
@@ -249,3 +258,92 @@ def relative_distance(matrix: np.ndarray, reference: np.ndarray) -> float:
     r"""$\|A - B\|_F / \|B\|_F$."""
     matrix, reference = np.asarray(matrix, float), np.asarray(reference, float)
     return float(np.linalg.norm(matrix - reference) / np.linalg.norm(reference))
+
+
+def random_preconditioners(input_dim: int, count: int, seed: int = 0) -> list[np.ndarray]:
+    r"""``count`` random non-symmetric preconditioners $\Gamma_\ell = \frac12 I_d + 0.1\,G_\ell$,
+    $G_\ell$ with i.i.d. $\mathcal N(0, 1)$ entries (``numpy.random.default_rng(seed)``)."""
+    rng = np.random.default_rng(seed)
+    return [0.5 * np.eye(input_dim) + 0.1 * rng.standard_normal((input_dim, input_dim))
+            for _ in range(count)]
+
+
+def max_relative_difference(a: torch.Tensor, b: torch.Tensor) -> float:
+    r"""$\max |a - b| / \max |b|$ over all entries."""
+    return float((a - b).abs().max() / b.abs().max())
+
+
+@dataclass(frozen=True)
+class ConstructionCheck:
+    r"""Relative differences (:func:`max_relative_difference`): ``one_layer``, one layer against one
+    GD step; ``all_layers``, $L$ layers against $L$ steps; ``residual_labels[\ell - 1]``, the context
+    labels after layer $\ell$ against the residuals $y_i - w_\ell^\top x_i$ after step $\ell$."""
+
+    one_layer: float
+    all_layers: float
+    residual_labels: tuple[float, ...]
+
+
+@torch.no_grad()
+def construction_check(prompts: Prompts, gammas: Sequence[np.ndarray]) -> ConstructionCheck:
+    r"""Proposition 4 (prop-lsa-gd) on ``prompts`` (float64): :func:`~nlicl_lib.theory.constructions.gd_lsa`
+    against :func:`~nlicl_lib.theory.predictors.preconditioned_gd`, for the first of ``gammas`` and
+    for all $L$ of them, with the context labels after each layer against the residuals."""
+    d, n = prompts.x.shape[-1], prompts.context_length
+    first = max_relative_difference(gd_lsa(d, gammas[:1])(prompts.embed()),
+                                    preconditioned_gd(prompts, gammas[:1]))
+    layers, stream = gd_lsa(d, gammas)(prompts.embed(), return_stream=True)
+    steps, residuals = preconditioned_gd(prompts, gammas, return_residuals=True)
+    labels = tuple(max_relative_difference(stream[f"block{layer}"][:, :n, -1], residuals[layer - 1])
+                   for layer in range(1, len(gammas) + 1))
+    return ConstructionCheck(first, max_relative_difference(layers, steps), labels)
+
+
+@dataclass(frozen=True)
+class TrainedStep:
+    r"""A trained layer read as one GD step: $\Gamma_{\text{eff}}$ (``gamma_eff``, ``(d, d)``),
+    $\Gamma^*$ (``gamma_star``), $\|\Gamma_{\text{eff}} - \Gamma^*\|_F / \|\Gamma^*\|_F$
+    (``distance``) and the non-GD terms relative to $\|\Gamma_{\text{eff}}\|_F$
+    (``spurious``, :func:`spurious_weights`)."""
+
+    gamma_eff: np.ndarray
+    gamma_star: np.ndarray
+    distance: float
+    spurious: dict[str, float]
+
+
+def read_trained_step(layer: LSA, input_dim: int, gamma_star: float | np.ndarray) -> TrainedStep:
+    r"""Read a trained full LSA layer as one preconditioned GD step (:func:`effective_gamma`) and
+    compare it with ``gamma_star`` (a scalar $\gamma^*$ means $\gamma^* I_d$; for a linear task
+    $\gamma^* = \frac{n}{n+d+1+\sigma^2}$, Theorem 5 (thm-linear-optimum))."""
+    star = np.asarray(gamma_star, dtype=np.float64)
+    if star.ndim == 0:
+        star = float(star) * np.eye(input_dim)
+    gamma_eff = effective_gamma(layer, input_dim)
+    return TrainedStep(gamma_eff, star, relative_distance(gamma_eff, star),
+                       spurious_weights(layer, input_dim))
+
+
+def tuned_gd_losses(input_dim: int, context_length: int, depths: Sequence[int],
+                    noise_levels: Sequence[float], num_prompts: int = 40_000, seed: int = 0
+                    ) -> dict[tuple[float, int], TunedGD]:
+    r"""``{(sigma, L): TunedGD}``: :func:`tune_gd_steps` for every $\sigma$ in ``noise_levels`` and
+    $L$ in ``depths``. The moments $A_{jk}$ depend on the inputs only, so one sample of
+    ``num_prompts`` contexts (``seed``) serves every $\sigma$."""
+    noise_levels = [check_float("noise_levels", s, minimum=0.0) for s in noise_levels]
+    clean = TaskConfig(kind="linear", input_dim=input_dim, context_length=context_length)
+    spectrum = sample_spectrum(clean, max_power=max(depths), num_prompts=num_prompts, seed=seed)
+    tuned = {}
+    for sigma in noise_levels:
+        noisy = TaskConfig(kind="linear", input_dim=input_dim, context_length=context_length,
+                           noise_std=sigma)
+        sample = SpectralSample(noisy, spectrum.per_prompt)
+        for depth in depths:
+            tuned[sigma, depth] = tune_gd_steps(sample, depth)
+    return tuned
+
+
+def input_row_norms(model: InContextRegressor, input_dim: int) -> list[float]:
+    r"""$\|P_\ell[{:}d, :]\|_F$ for each layer $\ell$: the rows of $P_\ell$ that write into the inputs
+    $x_i$ of the tokens (zero in the GD construction, where $P_\ell = e_D e_D^\top$)."""
+    return [block.lsa.P.detach()[:input_dim].norm().item() for block in model.blocks]

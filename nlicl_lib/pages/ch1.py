@@ -1,35 +1,128 @@
-r"""Chapter 1's figures and table, each trained result next to the theory it should match.
+r"""Chapter 1's page: its runs, figures, table and printed reports, each trained result next to
+the theory it should match (:mod:`nlicl_lib.theory.gd_steps`).
 
-- :func:`training_figure`: the batch loss of one trained LSA layer against the best one-step GD
-  loss $\mathcal L^* = \frac{d(d+1)}{n+d+1}$ (Theorem 5 (thm-linear-optimum)), normalised by
-  $\mathbb E[y^2] = d$;
-- :func:`weights_figure`: the trained $P, Q$ (rescaled by $p_{DD}$: $(cP, Q/c)$ is the same layer)
-  above the construction $P = e_D e_D^\top$, $Q = -\mathrm{blkdiag}(\Gamma^{*\top}, 0)$;
-- :func:`depth_figure`: trained $L$-layer stacks against $L$ tuned GD steps, one slider step per
-  noise level $\sigma$, with the Bayes optimum (ridge, $n\lambda = \sigma^2$);
-- :func:`depth_table`: the same numbers as a table, with the exact optimum at $L = 1$.
+- :func:`train_one_layer`: one LSA layer $\mathrm{LSA}(Z) = Z + \frac1n P Z M Z^\top Q Z$, all of
+  $P, Q$ free, against the best one-step GD loss $\mathcal L^* = \frac{d(d+1+\sigma^2)}{n+d+1+\sigma^2}$
+  (Theorem 5 (thm-linear-optimum)); :func:`training_figure`, :func:`weights_figure` (the trained
+  $P, Q$ rescaled by $p_{DD}$, since $(cP, Q/c)$ is the same layer, above the construction
+  $P = e_D e_D^\top$, $Q = -\mathrm{blkdiag}(\Gamma^{*\top}, 0)$);
+- :func:`train_depth_sweep`: $L$-layer stacks at several noise levels $\sigma$, with the Bayes
+  optimum (ridge, $n\lambda = \sigma^2$); :func:`depth_figure` and :func:`depth_table` set them
+  against $L$ tuned GD steps.
+
+The page's display helpers, panel, labels and closed forms are re-exported here, so the page
+imports the package root, :mod:`~nlicl_lib.theory.gd_steps` and this module only.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
+import torch
 from plotly.subplots import make_subplots
 
-from nlicl_lib.pages import plots
-from nlicl_lib.core.book_refs import ref
-from nlicl_lib.core.errors import ConfigError, check_int
-from nlicl_lib.core.models import LSA
+from nlicl_lib.core.book_refs import ref as ref
+from nlicl_lib.core.models import LSA, InContextRegressor, ModelConfig, build_model
 from nlicl_lib.core.tables import ResultTable
 from nlicl_lib.core.tasks import TaskConfig
-from nlicl_lib.experiments.ch1_studies import OneLayerRun
-from nlicl_lib.theory.ch1_analysis import ConstructionCheck, TrainedStep
+from nlicl_lib.pages import plots
+from nlicl_lib.pages.display import glue as glue
+from nlicl_lib.pages.display import glue_values as glue_values
+from nlicl_lib.pages.display import show as show
+from nlicl_lib.pages.display import show_source as show_source
+from nlicl_lib.pages.panels import lsa_gd_panel as lsa_gd_panel
 from nlicl_lib.theory.closed_forms import linear_gd_optimum_isotropic
-from nlicl_lib.theory.gd_steps import TunedGD
-from nlicl_lib.training.evaluate import LossEstimate
-from nlicl_lib.training.train import TrainResult
+from nlicl_lib.theory.closed_forms import null_loss as null_loss
+from nlicl_lib.theory.gd_steps import ConstructionCheck, TrainedStep, TunedGD
+from nlicl_lib.theory.predictors import least_squares, ridge
+from nlicl_lib.training.evaluate import LossEstimate, test_loss
+from nlicl_lib.training.settings import default_train_config
+from nlicl_lib.training.train import TrainConfig, TrainResult, train
+
+
+@dataclass
+class OneLayerRun:
+    """The trained ``model``, its ``training`` record and settings, its Monte Carlo ``test`` loss
+    and the ``least_squares`` predictor's, on the same task."""
+
+    model: InContextRegressor
+    train_config: TrainConfig
+    training: TrainResult
+    test: LossEstimate
+    least_squares: LossEstimate
+
+
+def train_one_layer(task: TaskConfig, seed: int = 0, train_config: TrainConfig | None = None
+                    ) -> OneLayerRun:
+    """Train one full LSA layer on ``task`` with ``train_config`` (default:
+    :func:`~nlicl_lib.training.settings.default_train_config` with ``seed``; ``seed`` also draws the
+    weights and the test stream), then estimate its test loss to 0.5% and least squares'
+    (float64) to 5%."""
+    model_config = ModelConfig(kind="lsa", depth=1)
+    if train_config is None:
+        train_config = default_train_config(task, model_config, seed=seed)
+    model = build_model(model_config, task, seed=seed)
+    training = train(model, task, train_config, progress=False)
+    test = test_loss(model, task, relative_error=0.005, seed=seed)
+    ls = test_loss(least_squares, task, relative_error=0.05, seed=seed, dtype=torch.float64,
+                   max_prompts=40000)
+    return OneLayerRun(model, train_config, training, test, ls)
+
+
+@dataclass
+class DepthSweep:
+    r"""``runs[i] = (sigma, L)`` with its ``models[i]`` and ``results[i]``;
+    ``trained[sigma, L]``: the Monte Carlo test loss; ``bayes[sigma]`` ($\sigma > 0$): ridge with
+    $n\lambda = \sigma^2$; ``seconds``: wall time of the training, all runs side by side."""
+
+    runs: list[tuple[float, int]]
+    models: list[InContextRegressor]
+    results: list[TrainResult]
+    trained: dict[tuple[float, int], LossEstimate]
+    bayes: dict[float, LossEstimate]
+    seconds: float
+
+    @property
+    def thread_seconds(self) -> float:
+        """Training time summed over the groups of runs trained at once (each run's share)."""
+        return sum(r.seconds / r.trained_with for r in self.results)
+
+    def model(self, sigma: float, depth: int) -> InContextRegressor:
+        """The trained stack of depth ``depth`` at noise ``sigma``."""
+        return self.models[self.runs.index((sigma, depth))]
+
+
+def train_depth_sweep(input_dim: int, context_length: int, depths: Sequence[int],
+                      noise_levels: Sequence[float], train_config: TrainConfig, seed: int = 1
+                      ) -> DepthSweep:
+    r"""Train a full LSA of every depth $L$ in ``depths`` on linear tasks with label noise $\sigma$
+    for every $\sigma$ in ``noise_levels`` (the noise levels of one depth at once, depths side
+    by side: :func:`~nlicl_lib.training.train.train`), then estimate each test loss to 1%, and
+    the Bayes-optimal loss for $w \sim \mathcal N(0, I_d)$: ridge
+    $\hat w = (X^\top X + n\lambda I)^{-1} X^\top y$ with $n\lambda = \sigma^2$."""
+    d, n = input_dim, context_length
+    runs = [(sigma, depth) for sigma in noise_levels for depth in depths]
+    tasks = [TaskConfig(kind="linear", input_dim=d, context_length=n, noise_std=sigma)
+             for sigma, _ in runs]
+    models = [build_model(ModelConfig(kind="lsa", depth=L), t, seed=seed)
+              for (_, L), t in zip(runs, tasks, strict=True)]
+    start = time.perf_counter()
+    results = train(models, tasks, train_config, progress=False)
+    seconds = time.perf_counter() - start
+    trained = {key: test_loss(model, task, relative_error=0.01, seed=seed)
+               for key, model, task in zip(runs, models, tasks, strict=True)}
+    bayes = {}
+    for sigma in noise_levels:
+        if sigma == 0:
+            continue  # without noise n > d examples determine w: the Bayes loss is exactly 0
+        noisy = TaskConfig(kind="linear", input_dim=d, context_length=n, noise_std=sigma)
+        bayes[sigma] = test_loss(lambda p, s=sigma: ridge(p, s**2 / n), noisy, seed=seed,
+                                 relative_error=0.01, dtype=torch.float64)
+    return DepthSweep(runs, models, results, trained, bayes, seconds)
 
 
 def training_figure(task: TaskConfig, result: TrainResult, test: LossEstimate, optimum: float,
@@ -37,7 +130,6 @@ def training_figure(task: TaskConfig, result: TrainResult, test: LossEstimate, o
     r"""Batch loss / $\mathbb E[y^2]$ per step of a layer trained on ``task`` (raw and its mean over
     ``window`` steps), the test loss with two standard errors, the best one-step GD loss ``optimum``
     $\mathcal L^*$ and the zero predictor (1 after normalising by ``normaliser`` $= \mathbb E[y^2]$)."""
-    window = check_int("window", window, minimum=1, maximum=result.steps)
     steps = np.arange(1, result.steps + 1)
     smoothed = np.convolve(result.loss_history, np.ones(window) / window, mode="valid")
     title = f"Training one LSA layer (d={task.input_dim}, n={task.context_length})"
@@ -60,9 +152,6 @@ def training_figure(task: TaskConfig, result: TrainResult, test: LossEstimate, o
 def weights_figure(trained: LSA, construction: LSA) -> go.Figure:
     r"""Four heat maps on one colour scale: the trained $P / p_{DD}$ and $Q\,p_{DD}$ (top), the
     construction's $P$ and $Q$ (bottom); rows and columns named $x_1..x_d, y$."""
-    if trained.P.shape != construction.P.shape:
-        raise ConfigError("construction", tuple(construction.P.shape),
-                          f"a layer of the trained layer's shape {tuple(trained.P.shape)}")
     learned_p = trained.P.detach().double().numpy()
     learned_q = trained.Q.detach().double().numpy()
     corner = learned_p[-1, -1]
@@ -85,16 +174,6 @@ def weights_figure(trained: LSA, construction: LSA) -> go.Figure:
     return fig
 
 
-def _check_grid(depths: Sequence[int], noise_levels: Sequence[float],
-                trained: Mapping[tuple[float, int], LossEstimate],
-                tuned: Mapping[tuple[float, int], TunedGD], bayes: Mapping[float, LossEstimate]) -> None:
-    missing = [(s, L) for s in noise_levels for L in depths if (s, L) not in trained or (s, L) not in tuned]
-    if missing:
-        raise ConfigError("trained, tuned", missing[:3], "a result for every (sigma, L)")
-    if any(s > 0 and s not in bayes for s in noise_levels):
-        raise ConfigError("bayes", sorted(bayes), f"a Bayes loss for every sigma > 0 of {list(noise_levels)}")
-
-
 def depth_figure(depths: Sequence[int], noise_levels: Sequence[float],
                  trained: Mapping[tuple[float, int], LossEstimate],
                  tuned: Mapping[tuple[float, int], TunedGD], bayes: Mapping[float, LossEstimate],
@@ -102,7 +181,6 @@ def depth_figure(depths: Sequence[int], noise_levels: Sequence[float],
     r"""Test loss / $\mathbb E[y^2]$ against depth $L$: the trained stacks (``trained[sigma, L]``,
     two standard errors), $L$ tuned GD steps (``tuned[sigma, L]``) and, for $\sigma > 0$, the Bayes
     optimum ``bayes[sigma]``; one slider step per $\sigma$ in ``noise_levels``."""
-    _check_grid(depths, noise_levels, trained, tuned, bayes)
     base = plots.new_figure("L-layer LSA against L tuned GD steps", "layers L",
                             "test loss / E[y²]", log_y=True)
     base.update_xaxes(tickvals=list(depths))
@@ -136,7 +214,6 @@ def depth_table(depths: Sequence[int], noise_levels: Sequence[float],
     r"""One row per $(\sigma, L)$: the trained loss, the tuned-GD loss (both $\pm$ one standard
     error), the exact optimum $\frac{d(d+1+\sigma^2)}{n+d+1+\sigma^2}$ at $L = 1$ and the Bayes loss
     (exactly 0 without noise). Unnormalised losses. A table (HTML in the book, text printed)."""
-    _check_grid(depths, noise_levels, trained, tuned, bayes)
     rows = []
     for sigma in noise_levels:
         for depth in depths:
@@ -151,7 +228,7 @@ def depth_table(depths: Sequence[int], noise_levels: Sequence[float],
 
 
 def construction_report(check: ConstructionCheck) -> str:
-    r"""The lines of :func:`~nlicl_lib.theory.ch1_analysis.construction_check`: one layer against one
+    r"""The lines of :func:`~nlicl_lib.theory.gd_steps.construction_check`: one layer against one
     GD step, $L$ layers against $L$ steps, and the labels after layer $\ell$ against the residuals
     $y_i - w_\ell^\top x_i$ after step $\ell$ (relative differences, 2 significant digits)."""
     depth = len(check.residual_labels)
@@ -178,7 +255,7 @@ def one_layer_report(run: OneLayerRun, optimum: float) -> str:
 
 def trained_step_report(step: TrainedStep) -> str:
     r"""$\Gamma_{\text{eff}}$ (3 decimals), $\Gamma^* = \gamma^* I$, their relative distance and the
-    sizes of the non-GD terms (:func:`~nlicl_lib.theory.ch1_analysis.read_trained_step`)."""
+    sizes of the non-GD terms (:func:`~nlicl_lib.theory.gd_steps.read_trained_step`)."""
     return "\n".join([
         "effective Gamma of the trained layer:",
         str(step.gamma_eff.round(3) + 0.0),  # + 0.0: no "-0." entries

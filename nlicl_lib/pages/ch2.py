@@ -1,32 +1,51 @@
-r"""Chapter 2's figures, tables and prose numbers, each trained result next to its bound or reference.
+r"""Chapter 2's page: its runs, figures, tables and the numbers its prose quotes, each trained
+result next to its bound or reference (:mod:`nlicl_lib.theory.linearity`).
 
+- :func:`train_lsa_stacks`: LSA stacks of every (form, task, depth), measured on the same test
+  prompts relative to the zero predictor (``full``: all of $P_\ell, Q_\ell$ learned; ``sparse``,
+  the GD form: $P_\ell = e_D e_D^\top$, only $\Gamma_\ell$ learned); :func:`linear_references`:
+  tuned ridge and least squares on $x$, and the exact best single step of linear GD;
 - :func:`line_probe_figure`: a trained LSA's predictions along $x(t) = t\,u$ against the target
-  $f(x(t))$ and the best linear predictor of that target, one slider step per depth and task;
-- :func:`bound_figure`: test loss / zero predictor against depth $L$ for both attention forms,
-  next to the bound $\mathbb E_f[\min_v \mathbb E_x (v^\top x - f(x))^2] / \mathbb E[y^2]$ of every
-  LSA (Corollary 7 (cor-linear-bound)), the best single step of linear GD (Theorem 9
+  and the best linear predictor of that target;
+- :func:`bound_figure`: test loss / zero predictor against depth $L$ next to the bound
+  $\mathbb E_f[\min_v \mathbb E_x (v^\top x - f(x))^2] / \mathbb E[y^2]$ of every LSA
+  (Corollary 7 (cor-linear-bound)), the best single step of linear GD (Theorem 9
   (thm-feature-optimum), $\psi = x$), tuned ridge on $x$ and the zero predictor;
 - :func:`results_table`, :func:`finite_context_table`, :func:`diagnosis_table`: the printed tables;
 - :func:`prose_values`, :func:`diagnosis_values`: the numbers the prose quotes (``prose`` names).
+
+The page's display helpers, panel and labels, and chapter 1's reading of a trained layer
+(:func:`~nlicl_lib.theory.gd_steps.read_trained_step`), are re-exported here, so the page imports
+the package root, :mod:`~nlicl_lib.theory.linearity` and this module only.
 """
 
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import plotly.graph_objects as go
+import torch
 
-from nlicl_lib.pages import plots
 from nlicl_lib.core.book_refs import ref
-from nlicl_lib.core.errors import ConfigError
+from nlicl_lib.core.models import InContextRegressor, ModelConfig, build_model
 from nlicl_lib.core.tables import ResultTable
 from nlicl_lib.core.tasks import TaskConfig
-from nlicl_lib.experiments.ch2_studies import LinearReferences, TrainedModel
-from nlicl_lib.theory import closed_forms
-from nlicl_lib.theory.linearity import LineProbe
-from nlicl_lib.training.evaluate import LossEstimate
+from nlicl_lib.experiments import baselines
+from nlicl_lib.pages import plots
+from nlicl_lib.pages.display import glue as glue
+from nlicl_lib.pages.display import glue_values as glue_values
+from nlicl_lib.pages.display import show as show
+from nlicl_lib.pages.panels import attention_alone_panel as attention_alone_panel
+from nlicl_lib.theory import closed_forms, predictors
+from nlicl_lib.theory.gd_steps import read_trained_step as read_trained_step
+from nlicl_lib.theory.linearity import LabelDiagnosis, LineProbe
+from nlicl_lib.training.evaluate import LossEstimate, test_loss
+from nlicl_lib.training.settings import default_train_config
+from nlicl_lib.training.train import TrainResult, train
 
 AXIS_TOP = 1.06
 """Top of the y axis of :func:`bound_figure` (test loss / zero predictor); a value above it is
@@ -62,6 +81,78 @@ def paired(loss: LossEstimate) -> str:
     return f"{loss.normalised:.4f} ± {loss.normalised_std_error:.4f}"
 
 
+@dataclass
+class TrainedModel:
+    """One trained model of a sweep with its paired test loss."""
+
+    model_config: ModelConfig
+    model: InContextRegressor
+    training: TrainResult
+    test: LossEstimate
+
+
+@dataclass
+class StackSweep:
+    """``trained[form_label, task_name, L]``: the :class:`TrainedModel` of each run, in the
+    order of training; ``seconds``: wall time of training and testing them."""
+
+    trained: dict[tuple[str, str, int], TrainedModel]
+    seconds: float
+
+    @property
+    def train_seconds(self) -> float:
+        """Training time summed over the groups of runs trained at once (each run's share)."""
+        return sum(t.training.seconds / t.training.trained_with for t in self.trained.values())
+
+
+def train_lsa_stacks(tasks: Mapping[str, TaskConfig], forms: Mapping[str, str], depths: Sequence[int],
+                     steps: int, batch_size: int, test_prompts: int, seed: int = 0) -> StackSweep:
+    r"""Train an LSA of every depth $L$ in ``depths``, attention form ``forms[label]`` (``"full"`` or
+    ``"sparse"``) and task ``tasks[name]`` with the default settings (peak rate divided by $L$),
+    ``steps`` steps of ``batch_size`` prompts, all at once
+    (:func:`~nlicl_lib.training.train.train`), each then measured on the same ``test_prompts``
+    test prompts (:func:`~nlicl_lib.training.evaluate.test_loss`)."""
+    keys = [(form, name, depth) for form in forms for name in tasks for depth in depths]
+    runs = [(tasks[name], ModelConfig(kind="lsa", depth=depth, attention=forms[form]))
+            for form, name, depth in keys]
+    start = time.perf_counter()
+    models = [build_model(config, task, seed=seed) for task, config in runs]
+    results = train(models, [task for task, _ in runs],
+                    [default_train_config(task, config, seed=seed, steps=steps,
+                                          batch_size=batch_size) for task, config in runs],
+                    progress=False)
+    trained = {key: TrainedModel(config, model, result,
+                                 test_loss(model, task, test_prompts, seed=seed))
+               for key, (task, config), model, result in zip(keys, runs, models, results,
+                                                              strict=True)}
+    return StackSweep(trained, time.perf_counter() - start)
+
+
+@dataclass
+class LinearReferences:
+    r"""Per task name: ``ridge[name]`` (tuned ridge on $x$) and ``one_step[name]`` (exact best single
+    step of linear GD); ``least_squares``: least squares on $x$ on the task named ``least_squares_task``."""
+
+    ridge: dict[str, baselines.TunedRidge]
+    least_squares: LossEstimate
+    least_squares_task: str
+    one_step: dict[str, closed_forms.OneStepOptimum]
+
+
+def linear_references(tasks: Mapping[str, TaskConfig], least_squares_task: str, test_prompts: int,
+                      seed: int = 0) -> LinearReferences:
+    r"""The references linear in the query at each task's $n$: ridge $\hat w = (X^\top X + n\lambda
+    I)^{-1} X^\top y$ with $\lambda$ tuned on validation prompts, least squares ($\lambda = 0$, float64,
+    on ``tasks[least_squares_task]`` only) on the first ``test_prompts`` test prompts of ``seed``,
+    and $\Gamma^*, \mathcal L^*$ of one GD step on $x$ (Theorem 9 (thm-feature-optimum), $\psi = x$)."""
+    ridge_x = {name: baselines.tuned_ridge(task, seed=seed, test_prompts=test_prompts)
+               for name, task in tasks.items()}
+    least_squares_x = test_loss(predictors.least_squares, tasks[least_squares_task],
+                                test_prompts, seed=seed, dtype=torch.float64)
+    one_step = {name: closed_forms.linear_gd_optimum(task) for name, task in tasks.items()}
+    return LinearReferences(ridge_x, least_squares_x, least_squares_task, one_step)
+
+
 def results_table(trained: Mapping[tuple[str, str, int], TrainedModel]) -> ResultTable:
     """One row per (form, task, L): the paired test loss / zero predictor ± one standard error and
     the worst prompt's squared error / E[y²]. A table (HTML in the book, text printed)."""
@@ -72,18 +163,11 @@ def results_table(trained: Mapping[tuple[str, str, int], TrainedModel]) -> Resul
                        rows, caption="Trained attention-only stacks against the zero predictor")
 
 
-def _check_keys(panels: Mapping, depths: Sequence, names: Sequence, what: str) -> None:
-    missing = [(d, n) for d in depths for n in names if (d, n) not in panels]
-    if missing:
-        raise ConfigError(what, missing[:3], "an entry for every (depth, task name)")
-
-
 def line_probe_figure(probes: Mapping[tuple[int, str], LineProbe], depths: Sequence[int],
                       task_names: Sequence[str]) -> go.Figure:
     r"""``probes[L, name]`` drawn as three curves against $t$: the target $f(x(t))$ (theory), the best
     linear predictor of that target (bound) and the trained LSA of depth $L$ (full $P, Q$); sliders
     for the depth and the task."""
-    _check_keys(probes, depths, task_names, "probes")
     panels = {}
     for (depth, name), probe in probes.items():
         offsets = probe.offsets
@@ -105,11 +189,6 @@ def bound_figure(trained: Mapping[tuple[str, str, int], TrainedModel], tasks: Ma
     at $L = 1$, tuned ridge on $x$ and the zero predictor. Values above :data:`AXIS_TOP` (diverged
     runs) are drawn at the top as a triangle, labelled with their value and an arrow (every second
     label of a form a line lower), with no error bar and a hover text that gives the value."""
-    missing = [(f, n, d) for f in forms for n in tasks for d in depths if (f, n, d) not in trained]
-    if missing:
-        raise ConfigError("trained", missing[:3], "a run for every (form, task, depth)")
-    if not 1 <= len(forms) <= 4:
-        raise ConfigError("forms", list(forms), "one to four attention forms")
     colors = [plots.COLORS["trained"], plots.COLORS["trained2"], plots.COLORS["trained3"],
               plots.COLORS["trained4"]][:len(forms)]
     base = plots.new_figure("Trained LSA against the linear bound",
@@ -178,11 +257,6 @@ def prose_values(trained: Mapping[tuple[str, str, int], TrainedModel], tasks: Ma
     quadratic task and their ratio (the noise-to-signal of the linear part), tuned ridge, the full
     stacks above :data:`AXIS_TOP`, and the GD form's gain from $L = 1$ to the deepest."""
     mixed_name, pure_name = "linear + quadratic", "pure quadratic"
-    if {mixed_name, pure_name} - set(tasks) or "full P, Q" not in forms or "GD form" not in forms:
-        raise ConfigError("tasks, forms", (list(tasks), list(forms)),
-                          f"the tasks {pure_name!r}, {mixed_name!r} and the forms 'full P, Q', 'GD form'")
-    if 1 not in depths or 3 not in depths:
-        raise ConfigError("depths", list(depths), "depths that include 1 and 3 (the prose compares them)")
     values: dict[str, float | str] = {}
     for name in tasks:
         for form in forms:
@@ -211,8 +285,6 @@ def finite_context_table(task: TaskConfig, one_step_curve: np.ndarray, context_l
     r"""The references at the task's $n$ (bound at $n \to \infty$, best single step, least squares,
     tuned ridge) next to the best depth of each attention form, then the best single step at the
     larger $n$ of ``context_lengths[1:]`` (``one_step_curve`` normalised, one value per $n$)."""
-    if len(one_step_curve) != len(context_lengths):
-        raise ConfigError("one_step_curve", len(one_step_curve), f"one value per n ({len(context_lengths)})")
     forms = list(dict.fromkeys(form for form, _ in mixed_runs))
     depths = list(dict.fromkeys(depth for _, depth in mixed_runs))
     best_depth = {form: min(depths, key=lambda L: mixed_runs[form, L].normalised) for form in forms}
@@ -246,24 +318,24 @@ label deg. ≥ 2: median over prompts of |p(2y) - 2 p(y) + p(0)| / |p(y)|, with
 train batch: largest training batch loss / E[y^2] in the last 100 steps"""
 
 
-def diagnosis_table(diagnosis: Mapping[tuple[str, int], Mapping[str, float]]) -> str:
-    """One row per (form, L) of :func:`~nlicl_lib.theory.ch2_analysis.label_diagnosis`, then what
+def diagnosis_table(diagnosis: Mapping[tuple[str, int], LabelDiagnosis]) -> str:
+    """One row per (form, L) of :func:`~nlicl_lib.theory.linearity.label_diagnosis`, then what
     each column means."""
     lines = ["form       L  mean      median  worst    large-     other   label     train",
              "                                0.1%     label 1%   99%     deg. ≥ 2  batch"]
     for (form, depth), row in diagnosis.items():
-        lines.append(f"{form:9s}  {depth}  {row['mean']:<8.3g}  {row['median']:.4f}  {row['share']:<7.1%}  "
-                     f"{row['largest']:<9.3g}  {row['rest']:.4f}  {row['superlinear']:<8.2g}  "
-                     f"{row['training']:.2f}")
+        lines.append(f"{form:9s}  {depth}  {row.mean:<8.3g}  {row.median:.4f}  {row.share:<7.1%}  "
+                     f"{row.largest:<9.3g}  {row.rest:.4f}  {row.superlinear:<8.2g}  "
+                     f"{row.training:.2f}")
     return "\n".join(lines) + "\n" + DIAGNOSIS_LEGEND
 
 
-def diagnosis_values(diagnosis: Mapping[tuple[str, int], Mapping[str, float]], worst_depth: int
+def diagnosis_values(diagnosis: Mapping[tuple[str, int], LabelDiagnosis], worst_depth: int
                      ) -> dict[str, float | str]:
     """The prose's numbers of the diagnosis at ``worst_depth``, by ``prose`` name:
     ``diag_<column>_full`` and ``diag_<column>_gd`` for every column, and the large-label losses
     written out for the prose (:func:`number`)."""
-    full, gd = diagnosis["full P, Q", worst_depth], diagnosis["GD form", worst_depth]
+    full, gd = (asdict(diagnosis[form, worst_depth]) for form in ("full P, Q", "GD form"))
     values: dict[str, float | str] = {}
     for key in full:
         values[f"diag_{key}_full"] = full[key]
