@@ -6,7 +6,7 @@ exact loss, Theorem 9 (thm-feature-optimum) with the model's own features and Ga
 import pytest
 
 from nlicl_lib.core.tasks import TaskConfig
-from nlicl_lib.experiments.depth_sweep import depth_sweep, shape_key
+from nlicl_lib.experiments.studies import depth_sweep, shape_key
 from nlicl_lib.training.train import TrainConfig
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

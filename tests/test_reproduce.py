@@ -9,7 +9,6 @@ import pytest
 
 from nlicl_lib import ConfigError, ModelConfig, TaskConfig
 from nlicl_lib.experiments.cli import main
-from nlicl_lib.experiments.depth_study import STUDIES
 from nlicl_lib.experiments.reproduce import (
     EXPERIMENTS,
     Row,
@@ -18,6 +17,7 @@ from nlicl_lib.experiments.reproduce import (
     run_experiments,
     table_html,
 )
+from nlicl_lib.experiments.studies import STUDIES
 from nlicl_lib.theory import values as values_module
 from nlicl_lib.theory.values import (
     EXACT_OPTIMUM,

@@ -15,7 +15,7 @@ from nlicl_lib.pages.panels import PANELS
 from nlicl_lib.core.errors import ConfigError
 from nlicl_lib.core.models import ModelConfig
 from nlicl_lib.core.tasks import TaskConfig
-from nlicl_lib.experiments import cli, depth_study, reproduce
+from nlicl_lib.experiments import cli, reproduce, studies
 from nlicl_lib.training.settings import BASE, PURPOSES, base_settings, default_train_config
 from nlicl_lib.training.train import TrainConfig
 
@@ -66,12 +66,12 @@ def test_a_panel_divides_the_slider_rate_by_the_depth():
 def test_the_depth_study_data_was_trained_with_the_study_settings():
     """The stored study (what chapter 5 draws) and the settings agree; retraining with other
     settings without regenerating the data fails here."""
-    stored = json.loads(depth_study.DATA_FILE.read_text())
-    assert set(stored) == set(depth_study.STUDIES)
+    stored = json.loads(studies.STUDY_FILE.read_text())
+    assert set(stored) == set(studies.STUDIES)
     for name, study in stored.items():
-        assert study["training"] == asdict(depth_study.STUDY_TRAINING), name
-    assert depth_study.STUDY_TRAINING == default_train_config(
-        depth_study.STUDIES["d3"].task, ModelConfig(kind="glu-lsa"), purpose="narrow-stacks", seed=0)
+        assert study["training"] == asdict(studies.STUDY_TRAINING), name
+    assert studies.STUDY_TRAINING == default_train_config(
+        studies.STUDIES["d3"].task, ModelConfig(kind="glu-lsa"), purpose="narrow-stacks", seed=0)
 
 
 def test_reproduce_trains_with_the_named_purposes(monkeypatch):

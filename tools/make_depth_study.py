@@ -1,6 +1,6 @@
-"""Write chapter 5's depth study (nlicl_lib/data/depth_study.json): trained GLU-LSA stacks of
+"""Write chapter 5's depth study (nlicl_lib/experiments/data/depth_study.json): trained GLU-LSA stacks of
 depth 1 to 8 and the greedy block-coordinate references (each fitted on FIT_SAMPLES independent
-samples), for every study in nlicl_lib.experiments.depth_study.STUDIES. About 10 minutes on two
+samples), for every study in nlicl_lib.experiments.studies.STUDIES. About 10 minutes on two
 idle CPU cores (three times that and more on a busy machine: torch threads then spin).
 
     python tools/make_depth_study.py                  # every study, every part
@@ -19,8 +19,7 @@ from pathlib import Path
 
 import torch
 
-from nlicl_lib.experiments.depth_study import DATA_FILE, FIT_SAMPLES, PARTS, STUDIES, run_study
-from nlicl_lib.experiments.depth_sweep import shape_key
+from nlicl_lib.experiments.studies import FIT_SAMPLES, PARTS, STUDIES, STUDY_FILE, run_study, shape_key
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"fitting samples per reference (default: {FIT_SAMPLES})")
     parser.add_argument("--merge", action="store_true",
                         help="replace only the computed parts of the studies in --out, keep the rest")
-    parser.add_argument("--out", type=Path, default=DATA_FILE)
+    parser.add_argument("--out", type=Path, default=STUDY_FILE)
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default: 2)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)

@@ -34,6 +34,11 @@ both). Both assumptions are needed: with full $P_\ell, Q_\ell$ the identity fail
   the recursion it computes, its features as exact polynomials of $x$.
 - :func:`context_conditional_loss`: the test loss given the context, task and query
   integrated out exactly, the samples of every test loss of the depth sweeps.
+- :func:`stream_recursion_gap`, :func:`stream_residuals`, :func:`dense_attention_gap`,
+  :func:`stack_recursion_gap`, :func:`stream_agreement`, :func:`prediction_r2`: the theorem
+  measured on stacks: the stream's label entries against $r^{(\ell)}_i = y_i - \hat
+  y_\ell(x_i)$, for constructed (:func:`random_gammas`), trained, dense-attention and free
+  stacks.
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ from nlicl_lib.core.monomials import (
 from nlicl_lib.core.seeding import STREAM_REFERENCE, STREAM_TEST
 from nlicl_lib.core.tasks import Prompts, TaskConfig, embed, sample_inputs
 from nlicl_lib.theory.closed_forms import null_loss, one_step_gd_optimum
+from nlicl_lib.theory.predictors import block_coordinate_descent
 
 # ---------------------------------------------------------------------------------------------
 # polynomial algebra on PolyMaps
@@ -629,6 +635,8 @@ def bcd_reference_loss(task: TaskConfig, slots: int, depth: int, fit_contexts: i
     return float(reference.loss[-1]), float(reference.std_error[-1])
 
 
+# ---------------------------------------------------------------------------------------------
+# the residual stream against the recursion
 
 
 @torch.no_grad()
@@ -679,3 +687,112 @@ def context_residuals(model: InContextRegressor, x: torch.Tensor, y: torch.Tenso
     residuals = [y[:n]] + [y[:n] + requery[f"block{ell}"][:, n, -1]
                            for ell in range(1, model.depth + 1)]
     return torch.stack(labels), torch.stack(residuals)
+
+
+def random_gammas(size: int, count: int, scale: float = 0.05, seed: int = 0) -> list[np.ndarray]:
+    r"""``count`` preconditioners $\Gamma_\ell$ of shape ``(size, size)`` ($d + m$), entries
+    independent $\mathcal N(0, \text{scale}^2)$ from ``np.random.default_rng(seed)``."""
+    size = check_int("size", size, minimum=1)
+    count = check_int("count", count, minimum=1)
+    scale = check_float("scale", scale, minimum=0.0)
+    rng = np.random.default_rng(seed)
+    return [scale * rng.standard_normal((size, size)) for _ in range(count)]
+
+
+@torch.no_grad()
+def stream_recursion_gap(model: InContextRegressor, schedule: Sequence[PolyMap],
+                         gammas: Sequence[np.ndarray], prompts: Prompts) -> float:
+    r"""The largest difference, over blocks $\ell$, prompts and context tokens, between the
+    stream's label entries after block $\ell$ and the recursion's $r^{(\ell)}_i$ on the feature
+    blocks ``schedule`` with ``gammas``, and between the query's label entry and $-\hat y_\ell$."""
+    slots, n = model.feature_slots, prompts.context_length
+    if len(schedule) != model.depth or len(gammas) != model.depth:
+        raise ConfigError("schedule", len(schedule), f"one feature block and Γ per block "
+                          f"({model.depth})")
+    _, stream = model(prompts.embed(slots), return_stream=True)
+    features = [with_input(pad_outputs(b, slots)) for b in schedule]
+    _, residuals, partial = block_coordinate_descent(prompts, features, gammas,
+                                                     return_residuals=True)
+    return max(max(float((stream[f"block{ell}"][:, :n, -1] - residuals[ell - 1]).abs().max()),
+                   float((stream[f"block{ell}"][:, n, -1] + partial[ell - 1]).abs().max()))
+               for ell in range(1, len(schedule) + 1))
+
+
+@dataclass(frozen=True)
+class StreamResiduals:
+    r"""For each stack (by name), one prompt's context labels after each block $\ell = 0,
+    \dots, L$ two ways (:func:`context_residuals`): ``labels_seen``, the label entries of the
+    stream, and ``requeried``, $y_i - \hat y_\ell(x_i)$; each ``(L + 1, n)`` float64."""
+
+    labels_seen: dict[str, torch.Tensor]
+    requeried: dict[str, torch.Tensor]
+
+
+def stream_residuals(stacks: dict[str, InContextRegressor], x: torch.Tensor, y: torch.Tensor
+                     ) -> StreamResiduals:
+    """:func:`context_residuals` of a float64 copy of each stack on the prompt ``x``
+    ``(n + 1, d)``, ``y`` ``(n + 1,)``."""
+    if not stacks:
+        raise ConfigError("stacks", "{}", "at least one named stack")
+    seen, requeried = {}, {}
+    for name, model in stacks.items():
+        seen[name], requeried[name] = context_residuals(copy.deepcopy(model).double(), x, y)
+    return StreamResiduals(seen, requeried)
+
+
+def dense_attention_gap(model: InContextRegressor, x: torch.Tensor, y: torch.Tensor,
+                        perturbation_std: float = 0.05, seed: int = 0) -> float:
+    r"""Remark 14 (rem-full-attention) measured: with dense attention
+    (:func:`with_dense_attention`) the largest $|\text{label} - (y_i - \hat y_\ell(x_i))|$ over
+    the largest label entry, on one prompt."""
+    dense = with_dense_attention(copy.deepcopy(model).double(), perturbation_std, seed=seed)
+    seen, requeried = context_residuals(dense, x, y)
+    return float((seen - requeried).abs().max() / seen.abs().max())
+
+
+@torch.no_grad()
+def stack_recursion_gap(model: InContextRegressor, prompts: Prompts) -> float:
+    """The largest difference, in float64, between a GD-form stack's prediction on ``prompts``
+    and :func:`~nlicl_lib.theory.predictors.block_coordinate_descent` on its own features
+    (:func:`stack_as_bcd`)."""
+    stack = copy.deepcopy(model).double()
+    features, gammas = stack_as_bcd(stack)
+    recursion = block_coordinate_descent(prompts, features, gammas)
+    return float((recursion - stack(prompts.embed(model.feature_slots))).abs().max())
+
+
+@torch.no_grad()
+def stream_agreement(model: InContextRegressor, prompts: Prompts) -> np.ndarray:
+    r"""How much of Theorem 13 (thm-depth-bcd) a stack keeps, per block: with $s^{(\ell)}_i$ the
+    label entry of context token $i$ after block $\ell$ and $\hat y_\ell(x)$ what the first
+    $\ell$ blocks predict at $x$ (the context unchanged), over prompts $b$ and tokens $i$,
+
+    $$A_\ell = 1 - \frac{\sum_{b,i} \big((y_{b,i} - s^{(\ell)}_{b,i}) - \hat y_\ell(x_{b,i})\big)^2}
+                        {\sum_{b,i} \hat y_\ell(x_{b,i})^2}:$$
+
+    1 for every GD-form stack (up to rounding), below 1 when the identity fails (negative when
+    the label changes are further from the predictions than zero is). Batched
+    :func:`context_residuals`, in the model's dtype; shape ``(L,)``, float64."""
+    dtype = next(model.parameters()).dtype
+    x, y = prompts.x.to(dtype), prompts.y.to(dtype)
+    batch, tokens, d = x.shape
+    n, slots = tokens - 1, model.feature_slots
+    _, stream = model(embed(x, y, slots), return_stream=True)
+    # prompt b, token i: the context of prompt b with x_i of it in the query's place
+    requeried = x.repeat_interleave(n, dim=0)
+    requeried[:, n] = x[:, :n].reshape(batch * n, d)
+    _, again = model(embed(requeried, y.repeat_interleave(n, dim=0), slots), return_stream=True)
+    out = []
+    for ell in range(1, model.depth + 1):
+        taken = y[:, :n].double() - stream[f"block{ell}"][:, :n, -1].double()
+        partial = -again[f"block{ell}"][:, n, -1].double().reshape(batch, n)
+        out.append(1.0 - float(((taken - partial) ** 2).sum() / (partial**2).sum()))
+    return np.array(out)
+
+
+def prediction_r2(predicted: torch.Tensor, recursion: torch.Tensor) -> float:
+    r"""$R^2 = 1 - \sum_b (\hat y_b - \hat y^{\mathrm{rec}}_b)^2 / \sum_b (\hat y_b -
+    \bar{\hat y})^2$: the fraction of the variance of ``predicted`` that ``recursion``
+    (the same prompts, shape ``(B,)``) explains."""
+    p, r = predicted.detach().double(), recursion.detach().double()
+    return 1.0 - float(((p - r) ** 2).sum() / ((p - p.mean()) ** 2).sum())

@@ -1,0 +1,552 @@
+r"""Chapter 5's trained stacks: GLU-LSA stacks of several shapes trained together
+(:func:`depth_sweep`) and the studies precomputed from them into small data files (training
+takes minutes on a CPU), with their loaders.
+
+- :func:`depth_sweep`, :func:`shape_key`: stacks of every ``(slots, depth)`` pair trained on
+  the same prompts, peak rate $\eta / L$, measured on the same test contexts.
+- The depth study (:data:`STUDIES`, :func:`run_study`, :func:`load_studies`): trained stacks
+  of depth 1 to 8 (GLUs read $x$, width $h = m$, sparse attention) against, for every slot
+  count $m$, the greedy reference of Proposition 15 (prop-greedy-reference) on the monomial
+  schedule (:func:`~nlicl_lib.theory.depth.greedy_reference`; with $m \ge p_2$ it is $L$ steps
+  of preconditioned GD on the whole kernel's features), fitted on :data:`FIT_SAMPLES`
+  independent samples of contexts, and the best single block with $m$ slots (Proposition 12
+  (prop-capacity)). ``python tools/make_depth_study.py`` rewrites the file.
+- The free stacks (:func:`run_free_stacks`, :func:`load_free_stacks`): stacks that drop both
+  assumptions of Theorem 13 (thm-depth-bcd): each block learns all of $P_\ell, Q_\ell$ and its
+  GLU reads the whole token (label included) and writes every entry
+  (:func:`free_model_config`). Their prediction need not be linear in the labels, so their test
+  loss is the Monte Carlo mean of $(\hat y - y_{n+1})^2$; how much of the block-coordinate
+  picture holds is $A_\ell$ (:func:`~nlicl_lib.theory.depth.stream_agreement`) and $R^2$ of
+  their prediction by the recursion's (:func:`~nlicl_lib.theory.depth.prediction_r2`).
+  ``python tools/make_free_stack.py`` rewrites the file.
+- :func:`cubic_study`: one and two trained blocks on a cubic task, where a second block whose
+  GLU reads the slots raises the degree of the features.
+
+Losses are unnormalised; ``null_loss`` is $\mathbb E[y^2]$.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from nlicl_lib.core.errors import ConfigError, check_choice, check_int
+from nlicl_lib.core.models import InContextRegressor, ModelConfig, build_model
+from nlicl_lib.core.monomials import monomial_count
+from nlicl_lib.core.tasks import Prompts, TaskConfig
+from nlicl_lib.theory.capacity import best_feature_subspace
+from nlicl_lib.theory.closed_forms import kernel_features, null_loss, one_step_gd_optimum
+from nlicl_lib.theory.depth import (
+    GreedyReference,
+    greedy_reference,
+    prediction_r2,
+    reference_model,
+    schedule_features,
+    stream_agreement,
+)
+from nlicl_lib.theory.values import exact_model_loss
+from nlicl_lib.training.evaluate import batches_of_test_prompts, test_loss
+from nlicl_lib.training.settings import default_train_config
+from nlicl_lib.training.train import TrainConfig, train
+
+DATA = Path(__file__).parent / "data"
+STUDY_FILE = DATA / "depth_study.json"
+FREE_STACK_FILE = DATA / "free_stack.json"
+FIT_CONTEXTS = 100_000
+TEST_CONTEXTS = 40_000
+FIT_SAMPLES = 3
+"""Every greedy reference of the depth study is fitted on this many independent samples of
+:data:`FIT_CONTEXTS` contexts: at $n = 100$ its deep blocks depend on the sample (heavy tails)."""
+HISTORY_WINDOW = 25
+"""Stored training curves are means of every this many batch losses."""
+
+
+def shape_key(slots: int, depth: int) -> str:
+    """The key of a stack of ``depth`` blocks with ``slots`` in a :class:`DepthSweep`."""
+    return f"m{slots}-L{depth}"
+
+
+@dataclass
+class DepthSweep:
+    r"""Trained GLU-LSA stacks of several shapes (:func:`depth_sweep`), keyed by
+    :func:`shape_key`. ``loss``, ``std_error``: test losses on the same ``test_prompts`` fresh
+    contexts for every model, task and query integrated out exactly; ``worst_share``: the
+    largest single context's share of that sum; ``exact``: the exact loss of the depth-1 models
+    (Theorem 9 (thm-feature-optimum) with the model's own features and $\Gamma$);
+    ``parameters``: trained weights per model."""
+
+    task: TaskConfig
+    shapes: list[tuple[int, int]]
+    models: dict[str, InContextRegressor]
+    loss: dict[str, float]
+    std_error: dict[str, float]
+    exact: dict[str, float]
+    history: dict[str, np.ndarray]
+    null_loss: float
+    seconds: float
+    device: str
+    test_prompts: int
+    worst_share: dict[str, float]
+    parameters: dict[str, int]
+
+    def normalised(self, key: str) -> float:
+        return self.loss[key] / self.null_loss
+
+
+def depth_sweep(task: TaskConfig, shapes: Sequence[tuple[int, int]], train_config: TrainConfig,
+                glu_reads: str | None = None, test_prompts: int = 20000,
+                device: torch.device | str = "cpu", progress: bool | None = None
+                ) -> DepthSweep:
+    r"""Train, at once, one GLU-LSA stack per ``(slots, depth)`` in ``shapes`` (GLUs read $x$
+    for quadratic tasks, $(x; \text{slots})$ in the later blocks of cubic ones; width $h = m$),
+    each from its own default initialisation (seed ``train_config.seed``) with peak learning
+    rate ``train_config.learning_rate`` $/L$, all on the same prompts; then
+    :func:`~nlicl_lib.training.evaluate.test_loss` on ``test_prompts`` contexts."""
+    reads = glu_reads or ("x" if max(task.degree, 2) == 2 else "x+slots")
+    shapes = [(check_int("slots", m, minimum=1), check_int("depth", L, minimum=1))
+              for m, L in shapes]
+    if not shapes:
+        raise ConfigError("shapes", "[]", "at least one (slots, depth) pair")
+    keys = [shape_key(m, L) for m, L in shapes]
+    if len(set(keys)) != len(keys):
+        raise ConfigError("shapes", shapes, "distinct (slots, depth) pairs")
+    stacks = [build_model(ModelConfig(kind="glu-lsa", depth=L, feature_slots=m,
+                                      glu_reads=reads if L > 1 else "x"),
+                          task, device, seed=train_config.seed) for m, L in shapes]
+    configs = [replace(train_config, learning_rate=train_config.learning_rate / L)
+               for _, L in shapes]
+    start = time.perf_counter()
+    results = train(stacks, task, configs, device, progress)
+    seconds = time.perf_counter() - start
+    losses = dict(zip(keys, test_loss(stacks, task, test_prompts, seed=train_config.seed,
+                                      device=device, batch_size=10_000,
+                                      integrate="task+query"), strict=True))
+    models = dict(zip(keys, stacks, strict=True))
+    exact = {key: exact_model_loss(model, task) for key, model in models.items() if model.depth == 1}
+    return DepthSweep(
+        task, shapes, models, {k: v.mean for k, v in losses.items()},
+        {k: v.std_error for k, v in losses.items()},
+        {key: value for key, value in exact.items() if value is not None},
+        {key: result.loss_history for key, result in zip(keys, results, strict=True)},
+        null_loss(task), seconds, results[0].device, test_prompts,
+        {k: v.worst_share for k, v in losses.items()},
+        {key: sum(p.numel() for p in model.parameters()) for key, model in models.items()})
+
+
+def _windowed(history: np.ndarray) -> list[float]:
+    """Means of every :data:`HISTORY_WINDOW` steps of a batch-loss history."""
+    usable = len(history) // HISTORY_WINDOW * HISTORY_WINDOW
+    return np.asarray(history[:usable]).reshape(-1, HISTORY_WINDOW).mean(axis=1).tolist()
+
+
+def _platform(device: str) -> dict[str, str]:
+    return {"device": device, "torch": torch.__version__, "machine": platform.machine()}
+
+
+def _load(path: Path | str, script: str) -> dict:
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError("path", str(path), f"a stored study; make it with `python {script}`")
+    return json.loads(path.read_text())
+
+
+def _reference(task: TaskConfig, slots: int, depth: int, device: str, fit_seed: int = 0
+               ) -> GreedyReference:
+    return greedy_reference(task, schedule_features(task, slots, depth), FIT_CONTEXTS,
+                            TEST_CONTEXTS, device=device, fit_seed=fit_seed)
+
+
+# ---------------------------------------------------------------------------------------------
+# the depth study
+
+
+@dataclass(frozen=True)
+class Study:
+    """One study: ``task``, the slot counts ``slots`` (trained at every depth of ``depths``), and
+    ``reference_depth``, how deep the references go."""
+
+    task: TaskConfig
+    slots: tuple[int, ...]
+    depths: tuple[int, ...]
+    reference_depth: int
+
+
+STUDIES = {
+    # d = 3: narrow (m = 3) against wide (m = p_2 = 6) at every depth
+    "d3": Study(TaskConfig(kind="poly", input_dim=3, context_length=100, degree=2), (3, 6),
+                (1, 2, 3, 4, 6, 8), 8),
+    # d = 5: m = 5 slots, a third of p_2 = 15 (no single block of this token size holds phi_2),
+    # against the depth-matched wide control m = 15
+    "d5": Study(TaskConfig(kind="poly", input_dim=5, context_length=100, degree=2), (5, 15),
+                (1, 2, 3, 4, 6, 8), 8),
+}
+STUDY_TRAINING = default_train_config(STUDIES["d3"].task, ModelConfig(kind="glu-lsa", feature_slots=3),
+                                      purpose="narrow-stacks", seed=0)
+"""Every stack of the studies trains with these, its peak rate divided by its depth: 1000 Adam
+steps of 1000 prompts, eta = 0.02."""
+PARTS = ("references", "trained")
+BUDGETS = ("depth", "weights", "features")
+CLOSE_BUDGET = 0.75
+
+
+def run_study(name: str, parts: tuple[str, ...] = PARTS, device: str = "cpu",
+              progress: bool | None = None, shapes: list[tuple[int, int]] | None = None,
+              reference_slots: list[int] | None = None, reference_depth: int | None = None,
+              fit_samples: int = FIT_SAMPLES) -> dict:
+    """The results of study ``name`` as JSON data. ``parts``: ``"references"`` (greedy
+    references and single-block optima, float64) and/or ``"trained"`` (the trained stacks).
+    ``shapes``: train only these ``(slots, depth)`` pairs of the study. Every reference is
+    fitted on ``fit_samples`` independent samples (fit seeds 0, 1, ...) and measured on the same
+    :data:`TEST_CONTEXTS` test contexts; its ``loss`` etc. are those of fit seed 0.
+    ``reference_slots``, ``reference_depth``: only these slot counts, only this deep (a cheaper
+    rerun: the greedy reference's first blocks do not depend on the later ones)."""
+    check_choice("study", name, tuple(STUDIES))
+    for part in parts:
+        check_choice("parts", part, PARTS)
+    study = STUDIES[name]
+    task = study.task
+    fit_samples = check_int("fit_samples", fit_samples, minimum=1)
+    if reference_depth is not None:
+        check_int("reference_depth", reference_depth, minimum=1, maximum=study.reference_depth)
+    for m in reference_slots or []:
+        if m not in study.slots:
+            raise ConfigError("reference_slots", m, f"slot counts of the study: {study.slots}")
+    every = [(m, L) for m in study.slots for L in study.depths]
+    for shape in shapes or []:
+        if tuple(shape) not in every:
+            raise ConfigError("shapes", shape, f"(slots, depth) pairs of the study: {every}")
+    out: dict = {"name": name, "task": asdict(task), "slots": list(study.slots),
+                 "depths": list(study.depths), "null_loss": null_loss(task),
+                 "p2": monomial_count(task.input_dim, 2), **_platform(device)}
+    if "references" in parts:
+        start = time.perf_counter()
+        references, single = {}, {}
+        for m in study.slots if reference_slots is None else reference_slots:
+            depth = reference_depth or study.reference_depth
+            samples = [_reference(task, m, depth, device, seed) for seed in range(fit_samples)]
+            ref = samples[0]
+            references[str(m)] = {
+                "loss": ref.loss.tolist(), "std_error": ref.std_error.tolist(),
+                "gain_std_error": ref.gain_std_error.tolist(),
+                "worst_share": ref.worst_share.tolist(), "fit_loss": ref.fit_loss.tolist(),
+                "exact_first": ref.exact_first, "fit_contexts": ref.fit_contexts,
+                "test_contexts": ref.test_contexts,
+                "fit_samples": {"fit_seeds": list(range(fit_samples)),
+                                "loss": [r.loss.tolist() for r in samples],
+                                "std_error": [r.std_error.tolist() for r in samples],
+                                "worst_share": [r.worst_share.tolist() for r in samples],
+                                **sample_statistics([r.loss for r in samples])}}
+            single[str(m)] = best_feature_subspace(task, m).loss
+        out["references"] = references
+        out["single_block"] = single
+        out["kernel_optimum"] = best_feature_subspace(task, out["p2"]).loss
+        out["reference_seconds"] = time.perf_counter() - start
+    if "trained" in parts:
+        shapes = every if shapes is None else [tuple(s) for s in shapes]
+        sweep = depth_sweep(task, shapes, STUDY_TRAINING, test_prompts=TEST_CONTEXTS,
+                            device=device, progress=progress)
+        out["training"] = asdict(STUDY_TRAINING)
+        out["trained"] = {
+            shape_key(m, L): {
+                "slots": m, "depth": L, "loss": sweep.loss[key], "std_error": sweep.std_error[key],
+                "worst_share": sweep.worst_share[key], "parameters": sweep.parameters[key],
+                "exact": sweep.exact.get(key), "history": _windowed(sweep.history[key])}
+            for m, L in shapes for key in [shape_key(m, L)]}
+        out["history_window"] = HISTORY_WINDOW
+        out["train_seconds"] = sweep.seconds
+    return out
+
+
+def load_studies(path: Path | str = STUDY_FILE) -> dict[str, dict]:
+    """The stored depth studies, keyed by study name."""
+    return _load(path, "tools/make_depth_study.py")
+
+
+def sample_statistics(losses: list | np.ndarray) -> dict[str, list[float]]:
+    r"""Per depth, over the fitting samples (``losses``: ``(samples, L)``, one greedy reference
+    per sample, all measured on the same test contexts): ``mean``, ``median`` (robust to one
+    sample's heavy tail), ``min``, ``max`` and ``std`` (``ddof=1``; 0 with one sample)."""
+    a = np.asarray(losses, dtype=np.float64)
+    if a.ndim != 2 or a.shape[0] < 1:
+        raise ConfigError("losses", a.shape, "a (samples, depth) array")
+    std = a.std(axis=0, ddof=1) if a.shape[0] > 1 else np.zeros(a.shape[1])
+    return {"mean": a.mean(axis=0).tolist(), "median": np.median(a, axis=0).tolist(),
+            "min": a.min(axis=0).tolist(), "max": a.max(axis=0).tolist(), "std": std.tolist()}
+
+
+@dataclass(frozen=True)
+class SampleFalls:
+    r"""Whether each fitting sample's reference falls at every block on the test contexts:
+    ``falling`` of ``samples`` samples do; ``rises``: per depth $\ell \ge 2$ where some sample's
+    test loss is above its loss at $\ell - 1$, how many samples rise there."""
+
+    samples: int
+    falling: int
+    rises: dict[int, int]
+
+
+def sample_falls(losses: list | np.ndarray) -> SampleFalls:
+    """:class:`SampleFalls` of the test losses ``(samples, L)`` of references fitted on
+    independent samples (a rise: strictly above the loss one block earlier)."""
+    a = np.asarray(losses, dtype=np.float64)
+    if a.ndim != 2 or a.shape[1] < 2:
+        raise ConfigError("losses", a.shape, "a (samples, depth >= 2) array")
+    up = np.diff(a, axis=1) > 0
+    rises = {L: int(up[:, L - 2].sum()) for L in range(2, a.shape[1] + 1) if up[:, L - 2].any()}
+    return SampleFalls(a.shape[0], int((~up.any(axis=1)).sum()), rises)
+
+
+def reference_samples(study: dict, slots: int) -> np.ndarray:
+    r"""The test losses of the greedy reference with ``slots`` fitted on every fitting sample,
+    normalised by $\mathbb E[y^2]$: ``(samples, L)``."""
+    return np.asarray(study["references"][str(slots)]["fit_samples"]["loss"]) / study["null_loss"]
+
+
+def stack_weights(input_dim: int, slots: int, depth: int) -> int:
+    r"""Trained weights of a stack of ``depth`` GLU-LSA blocks whose GLUs read $x$ (width
+    $h = m$, sparse attention): per block $\Gamma$ has $(d + m)^2$, $W_1, W_2$ have $hd$ each and
+    $W_3$ has $mh$."""
+    d, m = input_dim, slots
+    return depth * ((d + m) ** 2 + 2 * m * d + m * m)
+
+
+@dataclass(frozen=True)
+class BudgetPair:
+    r"""A narrow and a wide stack of one study compared at a budget (``"depth"``, ``"weights"``:
+    the narrow one has at most the wide one's trained weights, or ``"features"``: both write
+    $L m$ features in all); losses normalised by $\mathbb E[y^2]$."""
+
+    narrow_depth: int
+    wide_depth: int
+    narrow_budget: int
+    wide_budget: int
+    narrow_loss: float
+    wide_loss: float
+    narrow_error: float
+    wide_error: float
+
+
+def budget(study: dict, slots: int, depth: int, kind: str) -> int:
+    """What a stack of ``depth`` blocks with ``slots`` spends: blocks, trained weights
+    (:func:`stack_weights`) or features written ($L m$)."""
+    check_choice("budget", kind, BUDGETS)
+    if kind == "depth":
+        return depth
+    if kind == "weights":
+        return stack_weights(study["task"]["input_dim"], slots, depth)
+    return slots * depth
+
+
+def budget_pairs(study: dict, narrow: int, wide: int, kind: str) -> list[BudgetPair]:
+    """For every trained wide stack (``wide`` slots), the trained narrow stack (``narrow``
+    slots) with the largest budget ``kind`` not above the wide one's. Left out: pairs with no
+    such narrow stack, with none of equal budget (``"depth"``, ``"features"``), or with none of
+    at least :data:`CLOSE_BUDGET` of the wide one's weights (a far smaller narrow stack is no
+    comparison at equal weights)."""
+    if narrow >= wide:
+        raise ConfigError("narrow", narrow, f"fewer slots than wide={wide}")
+    null, pairs = study["null_loss"], []
+    for wide_depth in study["depths"]:
+        wide_budget = budget(study, wide, wide_depth, kind)
+        fits = [L for L in study["depths"] if budget(study, narrow, L, kind) <= wide_budget]
+        if not fits:
+            continue
+        narrow_depth = max(fits, key=lambda L: budget(study, narrow, L, kind))
+        narrow_budget = budget(study, narrow, narrow_depth, kind)
+        if kind != "weights" and narrow_budget != wide_budget:
+            continue
+        if narrow_budget < CLOSE_BUDGET * wide_budget:
+            continue
+        a = study["trained"][shape_key(narrow, narrow_depth)]
+        b = study["trained"][shape_key(wide, wide_depth)]
+        pairs.append(BudgetPair(narrow_depth, wide_depth, narrow_budget, wide_budget,
+                                a["loss"] / null, b["loss"] / null, a["std_error"] / null,
+                                b["std_error"] / null))
+    return pairs
+
+
+# ---------------------------------------------------------------------------------------------
+# the free stacks
+
+
+FREE_TASK: TaskConfig = STUDIES["d3"].task
+FREE_SLOTS = 3
+FREE_DEPTHS = (1, 2, 3)
+FREE_SEED = 0
+FREE_TEST_PROMPTS = 100_000
+AGREEMENT_PROMPTS = 200
+HISTORY_HEAD = 50
+"""Raw batch losses stored from the start of each free run, for the rerun check."""
+
+
+def free_model_config(depth: int, slots: int = FREE_SLOTS) -> ModelConfig:
+    """A free stack: full $P, Q$ attention, GLUs of width $h = m$ reading and writing the whole
+    token (initialisation: :func:`build_free_stack`)."""
+    return ModelConfig(kind="glu-lsa", depth=depth, feature_slots=slots, glu_width=slots,
+                       attention="full", glu_reads="all", glu_writes="all", glu_init="normal")
+
+
+def free_training(depth: int, steps: int | None = None) -> TrainConfig:
+    r"""The settings of the free stack of ``depth`` blocks: purpose ``"free-stacks"``, peak rate
+    $\eta / L$ as for every stack, seed :data:`FREE_SEED` (``steps``: fewer, for a quick look)."""
+    return default_train_config(FREE_TASK, free_model_config(depth), purpose="free-stacks",
+                                seed=FREE_SEED, steps=steps)
+
+
+def build_free_stack(depth: int, dtype: torch.dtype = torch.float32) -> InContextRegressor:
+    r"""A freshly initialised free stack. The ``"normal"`` initialisation starts the columns of
+    $W_1, W_2$ that read the slots at zero; here the columns that read the label start at zero
+    too: with $\mathcal N(0, 1)$ there each block squares the label, and the forward pass
+    overflows in float32 at depth 3 before any step. They are trained like every other weight."""
+    model = build_model(free_model_config(depth), FREE_TASK, seed=FREE_SEED, dtype=dtype)
+    with torch.no_grad():
+        for block in model.blocks:
+            block.glu.w1[:, -1] = 0.0
+            block.glu.w2[:, -1] = 0.0
+    return model
+
+
+def free_stack_from_json(depth: int, weights: dict[str, list],
+                         dtype: torch.dtype = torch.float32) -> InContextRegressor:
+    """A free stack of ``depth`` blocks with the stored ``weights`` (a state dict as lists;
+    float32 values are exact in JSON's doubles)."""
+    model = build_free_stack(depth, dtype=dtype)
+    model.load_state_dict({k: torch.tensor(v, dtype=dtype) for k, v in weights.items()})
+    return model
+
+
+def _commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                             cwd=Path(__file__).parent, timeout=10, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def _first_test_prompts(count: int) -> Prompts:
+    """The first ``count`` prompts of the test stream of :data:`FREE_SEED` (batches of 4000, as
+    :func:`~nlicl_lib.training.evaluate.test_loss` draws them)."""
+    batches = list(batches_of_test_prompts(FREE_TASK, FREE_SEED, "cpu", torch.float32, 4000,
+                                           count))
+    return Prompts(torch.cat([b.x for b in batches]), torch.cat([b.y for b in batches]),
+                   torch.cat([b.coefficients for b in batches]))
+
+
+def run_free_stacks(depths: tuple[int, ...] = FREE_DEPTHS, device: str = "cpu",
+                    progress: bool | None = None, steps: int | None = None) -> dict:
+    r"""Train a free stack of every depth in ``depths`` (``steps``: fewer, for a quick look) and
+    measure, per depth, on the same :data:`FREE_TEST_PROMPTS` fresh prompts: its test loss, the
+    greedy reference's (as a constructed stack) and the GD-form stack's trained with the depth
+    study's settings (retrained here); $A_\ell$ of the free and the GD-form stack on
+    :data:`AGREEMENT_PROMPTS` prompts; and $R^2$ of the free and the GD-form stack's prediction
+    by the reference's. JSON data."""
+    for L in depths:
+        check_int("depth", L, minimum=1)
+    if not depths:
+        raise ConfigError("depths", depths, "at least one depth")
+    start = time.perf_counter()
+    reference = _reference(FREE_TASK, FREE_SLOTS, max(depths), device)
+    reference_seconds = time.perf_counter() - start
+    sweep = depth_sweep(FREE_TASK, [(FREE_SLOTS, L) for L in depths], STUDY_TRAINING,
+                        test_prompts=TEST_CONTEXTS, device=device, progress=progress)
+    shown = _first_test_prompts(AGREEMENT_PROMPTS)
+    rows = {}
+    for L in depths:
+        model = build_free_stack(L)
+        run_config = free_training(L, steps)
+        result = train(model, FREE_TASK, run_config, device=device, progress=progress)
+        model = model.cpu()
+        constructed = reference_model(FREE_TASK, FREE_SLOTS, L, gammas=reference.gammas).float()
+        key = shape_key(FREE_SLOTS, L)
+        gd_form = sweep.models[key].cpu()
+        losses = test_loss([model, constructed, gd_form], FREE_TASK, FREE_TEST_PROMPTS,
+                           seed=FREE_SEED)
+        test = _first_test_prompts(20_000)
+        predictions = [m(test.embed(FREE_SLOTS)) for m in (model, constructed, gd_form)]
+        rows[str(L)] = {
+            "depth": L, "learning_rate": run_config.learning_rate, "seconds": result.seconds,
+            "history_head": result.loss_history[:HISTORY_HEAD].tolist(),
+            "history": _windowed(result.loss_history),
+            "loss": losses[0].mean, "std_error": losses[0].std_error,
+            "reference_loss": losses[1].mean, "reference_std_error": losses[1].std_error,
+            "gd_form_loss": losses[2].mean, "gd_form_std_error": losses[2].std_error,
+            "reference_exact_loss": float(reference.loss[L - 1]),
+            "reference_exact_std_error": float(reference.std_error[L - 1]),
+            "gd_form_exact_loss": sweep.loss[key], "gd_form_exact_std_error": sweep.std_error[key],
+            "worst": losses[0].worst,
+            "agreement": stream_agreement(model, shown).tolist(),
+            "gd_form_agreement": stream_agreement(gd_form, shown).tolist(),
+            "r2_reference": prediction_r2(predictions[0], predictions[1]),
+            "r2_gd_form": prediction_r2(predictions[0], predictions[2]),
+            "gd_form_r2_reference": prediction_r2(predictions[2], predictions[1]),
+            "weights": {k: v.detach().cpu().tolist() for k, v in model.state_dict().items()}}
+    return {"task": asdict(FREE_TASK), "slots": FREE_SLOTS, "depths": list(depths),
+            "null_loss": null_loss(FREE_TASK), "training": asdict(free_training(1, steps)),
+            "gd_form_training": asdict(STUDY_TRAINING), "seed": FREE_SEED,
+            "test_prompts": FREE_TEST_PROMPTS, "agreement_prompts": AGREEMENT_PROMPTS,
+            "history_window": HISTORY_WINDOW, "rows": rows,
+            "reference_seconds": reference_seconds, "gd_form_seconds": sweep.seconds,
+            "seconds": time.perf_counter() - start, **_platform(device),
+            "threads": torch.get_num_threads(), "commit": _commit()}
+
+
+def load_free_stacks(path: Path | str = FREE_STACK_FILE) -> dict:
+    """The stored free stacks."""
+    return _load(path, "tools/make_free_stack.py")
+
+
+# ---------------------------------------------------------------------------------------------
+# the cubic study
+
+
+@dataclass
+class CubicStudy:
+    r"""One and two trained blocks with $m$ slots on a cubic task, the greedy reference over
+    (quadratics, cubics), the best single block ($x$ and quadratics, any $m$: one GD step on
+    $(x; \phi_2)$) and one GD step on all ``all_monomials`` monomials of degree $\le 3$."""
+
+    task: TaskConfig
+    slots: int
+    train_config: TrainConfig
+    sweep: DepthSweep
+    reference: GreedyReference
+    null_loss: float
+    one_block: float
+    all_features: float
+    all_monomials: int
+
+    @property
+    def keys(self) -> tuple[str, str]:
+        """The sweep keys of the one- and two-block stacks."""
+        return shape_key(self.slots, 1), shape_key(self.slots, 2)
+
+
+def cubic_study(task: TaskConfig, slots: int, train_config: TrainConfig, test_prompts: int,
+                fit_contexts: int, test_contexts: int, batch_size: int) -> CubicStudy:
+    r"""Train stacks of 1 and 2 blocks with ``slots`` on the cubic ``task`` together (the
+    second GLU reads the slots), then the greedy reference on the schedule (quadratics, cubics)
+    and the two exact one-step optima (Theorem 9 (thm-feature-optimum)) on $(x; \phi_2)$ and on
+    all monomials."""
+    if task.kind != "poly" or task.degree != 3:
+        raise ConfigError("task", f"kind={task.kind!r}, degree={task.degree}",
+                          "the cubic task: kind='poly', degree=3")
+    slots = check_int("slots", slots, minimum=1)
+    sweep = depth_sweep(task, [(slots, 1), (slots, 2)], train_config, test_prompts=test_prompts)
+    reference = greedy_reference(task, schedule_features(task, slots, 2),
+                                 fit_contexts=fit_contexts, test_contexts=test_contexts,
+                                 batch_size=batch_size)
+    n, d = task.context_length, task.input_dim
+    everything = kernel_features(d, 3)
+    one_block = one_step_gd_optimum(task.target_features, kernel_features(d, 2), n).loss
+    all_features = one_step_gd_optimum(task.target_features, everything, n).loss
+    return CubicStudy(task, slots, train_config, sweep, reference, null_loss(task), one_block,
+                      all_features, everything.num_outputs)

@@ -1,0 +1,229 @@
+"""Chapter 5's stored studies (nlicl_lib.experiments.studies): the stored files are what the
+scripts make (parts rerun here), the numbers the page quotes follow from them, and the measure
+of the block-coordinate picture is 1 exactly where Theorem 13 (thm-depth-bcd) holds."""
+
+import json
+import subprocess
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from nlicl_lib.core.errors import ConfigError
+from nlicl_lib.core.tasks import sample_prompts
+from nlicl_lib.experiments import studies
+from nlicl_lib.experiments.studies import (
+    FIT_SAMPLES,
+    STUDIES,
+    budget_pairs,
+    load_studies,
+    reference_samples,
+    run_study,
+    sample_falls,
+    sample_statistics,
+    shape_key,
+    stack_weights,
+)
+from nlicl_lib.pages.ch5 import study_values
+from nlicl_lib.theory import depth
+from nlicl_lib.training.evaluate import test_loss
+from nlicl_lib.training.settings import default_train_config
+from nlicl_lib.training.train import train
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_script(tmp_path, *args, study: str = "d3") -> dict:
+    out = tmp_path / "study.json"
+    # one torch thread: the slow tests run one per core (pytest-xdist)
+    subprocess.run([sys.executable, str(ROOT / "tools" / "make_depth_study.py"), "--only", study,
+                    "--threads", "1", *args, "--out", str(out)], check=True, cwd=ROOT,
+                   capture_output=True)
+    return json.loads(out.read_text())[study]
+
+
+def test_stored_file_holds_every_study_and_shape():
+    stored = load_studies()
+    assert set(stored) == set(STUDIES)
+    for name, study in STUDIES.items():
+        data = stored[name]
+        for m in study.slots:
+            assert len(data["references"][str(m)]["loss"]) == study.reference_depth
+            for L in study.depths:
+                run = data["trained"][shape_key(m, L)]
+                assert np.isfinite(run["loss"])  # train raises on a diverged run
+                assert run["parameters"] == stack_weights(data["task"]["input_dim"], m, L)
+
+
+def test_references_are_stored_for_independent_fitting_samples():
+    """At least three fitting samples per reference, each its own seed; block 1 is exact and
+    the test contexts are shared, so the samples agree there and differ from block 2 on; the
+    stored statistics are those of the stored samples; sample 0 is the reference's loss."""
+    assert FIT_SAMPLES >= 3
+    for name, study in load_studies().items():
+        for m, ref in study["references"].items():
+            samples = ref["fit_samples"]
+            losses = np.array(samples["loss"])
+            assert losses.shape == (FIT_SAMPLES, STUDIES[name].reference_depth), (name, m)
+            assert len(set(samples["fit_seeds"])) == FIT_SAMPLES
+            assert np.array_equal(losses[0], ref["loss"])
+            assert np.allclose(losses[:, 0], losses[0, 0], rtol=1e-12)
+            for a in range(FIT_SAMPLES):
+                for b in range(a):
+                    assert not np.allclose(losses[a, 1:], losses[b, 1:], rtol=1e-6), (name, m)
+            stats = sample_statistics(losses)
+            for key in ("mean", "median", "min", "max", "std"):
+                assert np.allclose(samples[key], stats[key], rtol=1e-12), (name, m, key)
+            assert np.allclose(reference_samples(study, int(m)), losses / study["null_loss"])
+
+
+def test_the_monotonicity_sentence_follows_from_the_samples():
+    """The page's sentence on the references' fall is computed from the stored samples: make
+    one sample rise at the last block and the page's values say so."""
+    study = json.loads(json.dumps(load_studies()["d3"]))
+    samples = study["references"]["6"]["fit_samples"]["loss"]
+    numbers = study_values(study, "d3")
+    assert numbers["d3_ref6_falling"] == sample_falls(samples).falling
+    assert numbers["d3_ref6_last"] == pytest.approx(np.mean(np.array(samples)[:, -1])
+                                                    / study["null_loss"])
+    samples[1][-1] = 2 * samples[1][-2]
+    rising = study_values(study, "d3")
+    assert rising["d3_ref6_falling"] == sample_falls(samples).falling < FIT_SAMPLES
+    assert f"depth {len(samples[1])} (" in rising["d3_ref6_rises"]
+    assert rising["d3_ref6_last_max"] == pytest.approx(samples[1][-1] / study["null_loss"])
+    falls = sample_falls([[1.0, 0.5, 0.4, 0.3], [1.0, 0.6, 0.65, 0.2], [1.0, 0.55, 0.5, 0.35]])
+    assert (falls.samples, falls.falling, falls.rises) == (3, 2, {3: 1})
+
+
+def test_references_fall_with_depth_and_start_at_the_exact_block():
+    for study in load_studies().values():
+        for ref in study["references"].values():
+            loss, gain_error = np.array(ref["loss"]), np.array(ref["gain_std_error"])
+            assert np.all(np.diff(ref["fit_loss"]) <= 1e-9 * ref["fit_loss"][0])
+            # on fresh contexts each block's gain is positive or within 3 paired errors of 0
+            assert np.all(np.diff(loss) < 3 * gain_error[1:])
+            assert abs(loss[0] - ref["exact_first"]) < 4 * ref["std_error"][0]
+
+
+def test_budget_pairs_match_equal_features_and_at_most_equal_weights():
+    study = load_studies()["d3"]
+    pairs = budget_pairs(study, 3, 6, "features")
+    assert [(p.narrow_depth, p.wide_depth) for p in pairs] == [(2, 1), (4, 2), (6, 3), (8, 4)]
+    assert all(p.narrow_budget == p.wide_budget for p in pairs)
+    assert all(p.narrow_budget <= p.wide_budget for p in budget_pairs(study, 3, 6, "weights"))
+    assert study_values(study, "d3")["d3_feature_pairs"] == 4
+    assert study_values(load_studies()["d5"], "d5")["d5_depth_gain"] > 1
+
+
+def test_bad_requests_are_refused():
+    with pytest.raises(ConfigError, match="shapes"):
+        run_study("d3", ("trained",), shapes=[(4, 1)])
+    with pytest.raises(ConfigError, match="reference_slots"):
+        run_study("d3", ("references",), reference_slots=[4])
+
+
+@pytest.mark.slow
+def test_script_reproduces_the_stored_references(tmp_path):
+    fresh, stored = run_script(tmp_path, "--parts", "references"), load_studies()["d3"]
+    for m in ("3", "6"):
+        for key in ("loss", "std_error", "fit_loss"):
+            assert np.allclose(fresh["references"][m][key], stored["references"][m][key],
+                               rtol=1e-6), (m, key)
+        assert np.allclose(fresh["references"][m]["fit_samples"]["loss"],
+                           stored["references"][m]["fit_samples"]["loss"], rtol=1e-6), m
+        assert fresh["single_block"][m] == pytest.approx(stored["single_block"][m], rel=1e-6)
+
+
+@pytest.mark.slow
+def test_script_reproduces_the_wide_control_references(tmp_path):
+    """d = 5, m = 15: the first two blocks of two fitting samples, rerun (the greedy
+    reference's first blocks do not depend on the later ones)."""
+    fresh = run_script(tmp_path, "--parts", "references", "--reference-slots", "15",
+                       "--reference-depth", "2", "--fit-samples", "2", study="d5")
+    stored = load_studies()["d5"]["references"]["15"]
+    assert set(fresh["references"]) == {"15"}
+    for key in ("loss", "std_error", "worst_share"):
+        assert np.allclose(np.array(fresh["references"]["15"]["fit_samples"][key]),
+                           np.array(stored["fit_samples"][key])[:2, :2], rtol=1e-6), key
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("study", "slots"), [("d3", 3), ("d5", 15)],
+                         ids=["narrow-d3", "wide-control-d5"])
+def test_script_reproduces_trained_stacks(tmp_path, study, slots):
+    """Depths 1 and 2 trained alone rather than in the study's ensemble (d = 3 with m = 3; the
+    d = 5 wide control with m = 15): the stored runs up to float32 rounding."""
+    fresh = run_script(tmp_path, "--parts", "trained", "--shapes", f"{slots}:1", f"{slots}:2",
+                       study=study)
+    stored = load_studies()[study]["trained"]
+    for key in (f"m{slots}-L1", f"m{slots}-L2"):
+        a, b = fresh["trained"][key], stored[key]
+        assert a["parameters"] == b["parameters"]
+        assert a["loss"] == pytest.approx(b["loss"], rel=0.01), key
+        assert abs(a["loss"] - b["loss"]) < 3 * b["std_error"] + 1e-3 * b["loss"], key
+
+
+# the free stacks
+
+
+@pytest.fixture(scope="module")
+def free() -> dict:
+    return studies.load_free_stacks()
+
+
+def test_stored_free_stacks_were_made_with_the_named_settings(free):
+    assert free["depths"] == list(studies.FREE_DEPTHS)
+    assert free["seed"] == studies.FREE_SEED
+    assert free["training"] == asdict(studies.free_training(1))
+    for key, row in free["rows"].items():
+        L = int(key)
+        assert studies.free_training(L) == default_train_config(
+            studies.FREE_TASK, studies.free_model_config(L), purpose="free-stacks", seed=0)
+        assert row["learning_rate"] == pytest.approx(studies.free_training(L).learning_rate)
+        assert len(row["agreement"]) == len(row["gd_form_agreement"]) == L
+        for name in ("loss", "std_error", "reference_loss", "gd_form_loss"):
+            assert np.isfinite(row[name]) and row[name] > 0, name
+
+
+def test_rerunning_the_start_of_the_shallowest_free_run_gives_the_stored_losses(free):
+    """The same model, settings and seed: the first stored batch losses again (the schedule is
+    the full run's; the run is stopped after the stored head)."""
+    L = min(free["depths"])
+    head = free["rows"][str(L)]["history_head"]
+    result = train(studies.build_free_stack(L), studies.FREE_TASK, studies.free_training(L),
+                   progress=False, callback=lambda step, loss: step + 1 >= len(head))
+    np.testing.assert_allclose(result.loss_history, head, rtol=1e-4)
+
+
+def test_the_stored_free_weights_give_the_stored_test_loss(free):
+    """The deepest free stack's loss recomputed from its stored weights on the same prompts."""
+    L = max(free["depths"])
+    row = free["rows"][str(L)]
+    model = studies.free_stack_from_json(L, row["weights"])
+    full = test_loss(model, studies.FREE_TASK, studies.FREE_TEST_PROMPTS, seed=studies.FREE_SEED)
+    assert full.mean == pytest.approx(row["loss"], rel=1e-4)
+    assert full.std_error == pytest.approx(row["std_error"], rel=1e-3)
+
+
+def test_agreement_is_one_for_a_gd_form_stack_and_falls_with_dense_attention():
+    task = studies.FREE_TASK
+    model = depth.reference_model(task, 3, 3, gammas=depth.random_gammas(6, 3, seed=1)).double()
+    prompts = sample_prompts(task, 16, 5, 0, dtype=torch.float64)
+    np.testing.assert_allclose(depth.stream_agreement(model, prompts), 1.0, atol=1e-10)
+    dense = depth.with_dense_attention(model, 0.05, seed=0)
+    assert depth.stream_agreement(dense, prompts).max() < 0.9
+
+
+def test_agreement_of_a_free_block_falls_when_its_glu_reads_the_label():
+    """One free block whose GLU reads the label: the context token's own label changes its
+    update, which the query (label 0) does not see."""
+    model = studies.build_free_stack(1, dtype=torch.float64)
+    prompts = sample_prompts(studies.FREE_TASK, 16, 5, 0, dtype=torch.float64)
+    with torch.no_grad():
+        model.blocks[0].glu.w1[:, -1] = 1.0
+        model.blocks[0].glu.w2[:, -1] = 1.0
+        model.blocks[0].lsa.p.copy_(torch.eye(7))
+    assert depth.stream_agreement(model, prompts)[0] < 0.9
