@@ -16,6 +16,7 @@ A newcomer's map: five layers, each importing only from the layers above it in t
 The names below are the short path for a reader's first run.
 """
 
+from nlicl_lib.core.book_refs import ref
 from nlicl_lib.core.device import describe_device, resolve_device
 from nlicl_lib.core.errors import ConfigError, TrainingDivergedError
 from nlicl_lib.core.models import GLU, LSA, ModelConfig, build_model
@@ -34,6 +35,6 @@ __all__ = [
     "TaskConfig", "TrainConfig", "build_model", "default_train_config", "describe_device",
     "embed", "gd_lsa", "resolve_device", "run_experiment", "sample_prompts",
     "seed_everything", "test_loss", "theory_values", "train",
-    "GLU", "PolyMap", "polynomial_kernel_gamma",
+    "GLU", "PolyMap", "polynomial_kernel_gamma", "ref",
 ]
 __version__ = "0.1.0"

@@ -18,9 +18,9 @@ from types import SimpleNamespace
 import jupytext
 import pytest
 
+from nlicl_lib.core.book_refs import RESULTS
 from nlicl_lib.pages import chapter_exercises as chx
 from nlicl_lib.pages.exercises import ExerciseFailed
-from nlicl_lib.core.book_refs import RESULTS
 from nlicl_lib.theory import capacity, closed_forms
 
 EXERCISES = sorted(chx.CHECKERS)  # the exercises' numbers, "1.1" ...
@@ -274,7 +274,8 @@ def test_each_exercise_cell_is_the_import_the_readers_line_and_one_call(page):
         assert student, f"{exercise_id}: no line `answer = None  # ...` for the reader"
         assert student[0] <= MAX_LINES_BEFORE, f"{exercise_id}: {student[0]} lines before it"
         assert all("#" in lines[k] for k in student), f"{exercise_id}: say what to put"
-        assert f"from nlicl_lib.pages.chapter_exercises import {name}" in code
+        chapter = exercise_id.split(".")[0]
+        assert f"from nlicl_lib.pages.ch{chapter} import {name}" in code, "from its page module"
         calls = re.findall(r"\b(" + "|".join(map(checker_name, EXERCISES)) + r")\(", code)
         assert calls == [name], f"{exercise_id}: exactly one call, of its own exercise"
         assert "def " not in code, "the checking code is in the library"

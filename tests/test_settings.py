@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from nlicl_lib.pages.panels import PANELS
 from nlicl_lib.core.errors import ConfigError
 from nlicl_lib.core.models import ModelConfig
 from nlicl_lib.core.tasks import TaskConfig
 from nlicl_lib.experiments import cli, reproduce, studies
+from nlicl_lib.pages.panels import PANELS
 from nlicl_lib.training.settings import BASE, PURPOSES, base_settings, default_train_config
 from nlicl_lib.training.train import TrainConfig
 

@@ -8,7 +8,6 @@ import pytest
 import torch
 from test_widgets import small_panel
 
-from nlicl_lib.pages import widgets as panel_module
 from nlicl_lib.core.device import (
     SMALL_WORK_TOKEN_DIM,
     choose_threads,
@@ -17,6 +16,7 @@ from nlicl_lib.core.device import (
 )
 from nlicl_lib.core.errors import ConfigError
 from nlicl_lib.experiments import cli, reproduce
+from nlicl_lib.pages import widgets as panel_module
 
 
 def test_auto_is_one_thread_for_the_books_sizes():

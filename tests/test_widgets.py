@@ -19,6 +19,8 @@ from nlicl_lib import (
     TrainingDivergedError,
     run_experiment,
 )
+from nlicl_lib.core.book_refs import ref
+from nlicl_lib.core.device import describe_device, resolve_device
 from nlicl_lib.pages.panel_figure import smooth_curve
 from nlicl_lib.pages.panel_params import Param
 from nlicl_lib.pages.panel_plan import (
@@ -30,8 +32,6 @@ from nlicl_lib.pages.panel_plan import (
 )
 from nlicl_lib.pages.panels import PANELS
 from nlicl_lib.pages.widgets import TrainingPanel
-from nlicl_lib.core.book_refs import ref
-from nlicl_lib.core.device import describe_device, resolve_device
 
 
 @pytest.fixture(autouse=True)

@@ -30,6 +30,11 @@ from nlicl_lib.core.models import LSA, InContextRegressor, ModelConfig, build_mo
 from nlicl_lib.core.tables import ResultTable
 from nlicl_lib.core.tasks import TaskConfig
 from nlicl_lib.pages import plots
+from nlicl_lib.pages.chapter_exercises import (  # noqa: F401  (the page's exercises)
+    check_learning_rate,
+    check_noisy_optimum_formula,
+    check_preconditioner_scale,
+)
 from nlicl_lib.pages.display import glue as glue
 from nlicl_lib.pages.display import glue_values as glue_values
 from nlicl_lib.pages.display import show as show

@@ -36,6 +36,11 @@ from nlicl_lib.core.tables import ResultTable
 from nlicl_lib.core.tasks import TaskConfig
 from nlicl_lib.experiments import baselines
 from nlicl_lib.pages import plots
+from nlicl_lib.pages.chapter_exercises import (  # noqa: F401  (the page's exercises)
+    check_affine_bound_fraction,
+    check_deep_lsa_cannot_beat_zero,
+    check_linear_bound_fraction,
+)
 from nlicl_lib.pages.display import glue as glue
 from nlicl_lib.pages.display import glue_values as glue_values
 from nlicl_lib.pages.display import show as show

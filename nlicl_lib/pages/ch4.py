@@ -27,6 +27,12 @@ from nlicl_lib.core.errors import ConfigError, check_int
 from nlicl_lib.core.models import ModelConfig, build_model
 from nlicl_lib.core.monomials import monomial_count, monomial_name
 from nlicl_lib.core.tasks import TaskConfig
+from nlicl_lib.pages.chapter_exercises import (  # noqa: F401  (the page's exercises)
+    check_block_size,
+    check_fourth_slot_gain,
+    check_one_slot_feature,
+    check_slots_for_degree_three,
+)
 from nlicl_lib.pages.display import glue, glue_values, show  # noqa: F401  (the page's display)
 from nlicl_lib.pages.panels import block_size_panel  # noqa: F401  (the page's live panel)
 from nlicl_lib.pages.plots import (

@@ -31,6 +31,11 @@ from nlicl_lib.experiments.studies import (
     shape_key,
     stack_weights,
 )
+from nlicl_lib.pages.chapter_exercises import (  # noqa: F401  (the page's exercises)
+    check_depth_beats_one_block,
+    check_slot_degree,
+    check_wide_block_against_depth,
+)
 from nlicl_lib.pages.display import glue, glue_values, show, show_source
 from nlicl_lib.pages.panels import depth_panel
 from nlicl_lib.pages.plots import (

@@ -57,8 +57,8 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from IPython.display import Markdown, display, publish_display_data
 
-from nlicl_lib.pages import plots
 from nlicl_lib.core.errors import ConfigError
+from nlicl_lib.pages import plots
 
 BOOK_BUILD_ENV = "NLICL_BOOK_BUILD"
 """Name of the environment variable that switches :func:`show` into book-build mode."""

@@ -20,13 +20,13 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from nlicl_lib.pages.panel_params import Configure, Param, Settings, describe_settings
-from nlicl_lib.pages.plots import COLORS
 from nlicl_lib.core.book_refs import ref
 from nlicl_lib.core.errors import ConfigError
 from nlicl_lib.core.models import ModelConfig
 from nlicl_lib.core.tasks import TaskConfig
 from nlicl_lib.experiments.run import ExperimentResult
+from nlicl_lib.pages.panel_params import Configure, Param, Settings, describe_settings
+from nlicl_lib.pages.plots import COLORS
 from nlicl_lib.theory.values import TheoryValues
 from nlicl_lib.training.train import TrainConfig
 

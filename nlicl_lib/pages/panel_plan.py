@@ -22,12 +22,12 @@ from html import escape
 
 import torch
 
-from nlicl_lib.pages.panel_params import Configure, Settings
 from nlicl_lib.core import planning
 from nlicl_lib.core.errors import ConfigError
 from nlicl_lib.core.models import ModelConfig, build_model
 from nlicl_lib.core.planning import format_bytes
 from nlicl_lib.core.tasks import TaskConfig
+from nlicl_lib.pages.panel_params import Configure, Settings
 from nlicl_lib.training.train import TrainConfig, train
 
 EVAL_BATCH = planning.EVAL_BATCH

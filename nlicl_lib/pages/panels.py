@@ -11,11 +11,11 @@ for accuracy.
 
 from __future__ import annotations
 
-from nlicl_lib.pages.panel_params import Param, Settings
-from nlicl_lib.pages.widgets import TrainingPanel
 from nlicl_lib.core.errors import ConfigError
 from nlicl_lib.core.models import ModelConfig
 from nlicl_lib.core.tasks import TaskConfig
+from nlicl_lib.pages.panel_params import Param, Settings
+from nlicl_lib.pages.widgets import TrainingPanel
 from nlicl_lib.theory.values import TheoryValues, theory_values
 from nlicl_lib.training.settings import base_settings, default_train_config
 from nlicl_lib.training.train import TrainConfig

@@ -56,6 +56,11 @@ import ipywidgets as widgets
 import plotly.graph_objects as go
 from IPython.display import clear_output, display, publish_display_data
 
+from nlicl_lib.core.device import choose_threads, describe_device, resolve_device, use_threads
+from nlicl_lib.core.errors import ConfigError, TrainingDivergedError
+from nlicl_lib.core.models import ModelConfig
+from nlicl_lib.core.tasks import TaskConfig
+from nlicl_lib.experiments.run import run_experiment
 from nlicl_lib.pages import display as page_display
 from nlicl_lib.pages.panel_figure import PanelResult, panel_figure
 from nlicl_lib.pages.panel_params import Configure, Param, Settings, describe_settings
@@ -71,11 +76,6 @@ from nlicl_lib.pages.panel_plan import (
     time_training_step,
 )
 from nlicl_lib.pages.panel_static import StaticControl, static_panel_html, static_panel_text
-from nlicl_lib.core.device import choose_threads, describe_device, resolve_device, use_threads
-from nlicl_lib.core.errors import ConfigError, TrainingDivergedError
-from nlicl_lib.core.models import ModelConfig
-from nlicl_lib.core.tasks import TaskConfig
-from nlicl_lib.experiments.run import run_experiment
 from nlicl_lib.theory.values import TheoryValues, theory_values
 from nlicl_lib.training.train import TrainConfig
 
