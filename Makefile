@@ -3,7 +3,7 @@
 #
 #   make book          set up .venv, execute (cached) and build the HTML: _build/html/index.html
 #   make book-digest   print the digest of what the pages' outputs depend on besides their code
-#   make extension-digest print the digest of the build's own Sphinx extensions (nlicl_lib/sphinxext)
+#   make extension-digest print the digest of the build's own Sphinx extensions (book/_ext)
 #   make test          set up .venv, run the unit tests (not the slow ones, not the browser test)
 #   make test-slow     the slow unit tests: reruns of the stored studies, trained models (minutes)
 #   make pdf           print the built site into one PDF, _build/html/nlicl-book.pdf (after `make book`)
@@ -50,19 +50,19 @@ setup: $(SETUP_STAMP)
 # So the pages' other inputs (every file of nlicl_lib but the build's own extensions, the pins,
 # the configuration) have one digest, `make book-digest`, kept in _build/.book-inputs: when it
 # changes, the execution cache goes, and the doctrees with it (Sphinx re-reads only pages whose
-# source changed). The extensions (nlicl_lib/sphinxext) change how pages are read and written,
+# source changed). The extensions (book/_ext) change how pages are read and written,
 # not what they compute: their digest, in _build/.extension-inputs, clears the doctrees only.
 # Content digests, not timestamps: a fresh clone has new mtimes. CI's cache is keyed on them.
 BOOK_INPUTS_STAMP := _build/.book-inputs
 EXTENSION_INPUTS_STAMP := _build/.extension-inputs
 JUPYTER_CACHE := _build/.jupyter_cache
 BOOK_CACHES := $(JUPYTER_CACHE) _build/.doctrees
-EXTENSIONS := nlicl_lib/sphinxext
+EXTENSIONS := book/_ext
 digest = { $(1); } | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16
 source_files = find $(1) -type f ! -path '*/__pycache__/*' ! -name '*.pyc'
 
 book-digest:
-	@$(call digest,$(call source_files,nlicl_lib) ! -path '$(EXTENSIONS)/*'; \
+	@$(call digest,$(call source_files,nlicl_lib); \
 	  echo requirements.txt; echo pyproject.toml; echo _config.yml)
 
 extension-digest:
@@ -83,7 +83,7 @@ book-cache:
 # broken cross-reference and failing cell fails the build, with the cell's traceback printed.
 # NLICL_BOOK_BUILD=1 makes nlicl_lib.pages.display.show write figures for the static site. The
 # HTML build is followed by the `jupyter` builder over the same doctrees: the reader notebooks
-# (nlicl_lib/sphinxext/notebooks.py).
+# (book/_ext/nlicl_notebooks.py).
 # Before Sphinx reads the pages, the pages whose code changed run two at a time (one per
 # core: the chapters train on one thread) by jupyter-cache's own parallel executor, into the
 # cache MyST-NB reads (it finds a page there by its code cells, read with MyST-NB's reader);

@@ -1,4 +1,4 @@
-"""The book build's live side (``nlicl_lib/sphinxext/notebooks.py``): the live copies of the
+"""The book build's live side (``book/_ext/nlicl_notebooks.py``): the live copies of the
 notebooks for Colab and Binder, their install cell and the repository
 setting. Unit tests: no book build, no browser (they run with ``make test``)."""
 
@@ -11,7 +11,7 @@ import nbformat
 import pytest
 import yaml
 
-from nlicl_lib.sphinxext import notebooks as live
+import nlicl_notebooks as live
 
 ROOT = Path(__file__).resolve().parents[1]
 REPO = "https://github.com/nlicl/nlicl"

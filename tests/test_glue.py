@@ -69,8 +69,9 @@ def book_copy(tmp_path: Path) -> Path:
     """The files the digest reads, and a build with an execution cache and doctrees."""
     for name in ("Makefile", "requirements.txt", "pyproject.toml", "_config.yml"):
         shutil.copy(ROOT / name, tmp_path / name)
-    shutil.copytree(ROOT / "nlicl_lib", tmp_path / "nlicl_lib",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    for folder in ("nlicl_lib", "book/_ext"):
+        shutil.copytree(ROOT / folder, tmp_path / folder,
+                        ignore=shutil.ignore_patterns("__pycache__"))
     return tmp_path
 
 
@@ -93,7 +94,7 @@ def fill_caches(folder: Path) -> list[Path]:
 @pytest.mark.parametrize(("changed", "execution", "doctrees"), [
     ("nlicl_lib/core/models.py", True, True), ("nlicl_lib/new_module.py", True, True),
     ("requirements.txt", True, True), ("_config.yml", True, True),
-    ("nlicl_lib/sphinxext/site.py", False, True), ("book/ch1.md", False, False),
+    ("book/_ext/nlicl_site.py", False, True), ("book/ch1.md", False, False),
     ("nlicl_lib/__pycache__/x.pyc", False, False)])
 def test_a_change_clears_what_it_can_change(book_copy, changed, execution, doctrees):
     make(book_copy, "book-cache")  # first build: records the digests

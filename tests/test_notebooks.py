@@ -1,7 +1,7 @@
 """The notebooks the built site offers, read where their readers read them (``make
 notebook-test``, after ``make book``; ``NLICL_NOTEBOOKS=ch2,ch3`` restricts the chapters).
 
-The ``jupyter`` builder (``nlicl_lib/sphinxext/notebooks.py``) writes each page's download
+The ``jupyter`` builder (``book/_ext/nlicl_notebooks.py``) writes each page's download
 (``_build/html/_sources/book/<page>.ipynb``, with its outputs) and its live copy for Colab and
 Binder (``_build/html/_colab/book/<page>.ipynb``). Both hold plain Markdown (no MyST role,
 directive or glue placeholder left) quoting the values the page shows, with links that land on
@@ -25,7 +25,7 @@ from urllib.parse import parse_qs, urlsplit
 import nbformat
 import pytest
 
-from nlicl_lib.sphinxext.notebooks import build_commit
+from nlicl_notebooks import build_commit
 
 pytestmark = pytest.mark.built
 

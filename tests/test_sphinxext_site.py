@@ -1,4 +1,4 @@
-"""nlicl_lib.sphinxext.site, the book's Sphinx extension: the vendored plotly.js is the plotly
+"""nlicl_site (book/_ext/nlicl_site.py), the book's Sphinx extension: the vendored plotly.js is the plotly
 package's, no page holds widget state, and a static file's change rewrites every page.
 
 Unit tests and one-page Sphinx builds (no book build): they run with ``make test``.
@@ -18,7 +18,7 @@ from sphinx.errors import ExtensionError
 
 from nlicl_lib.pages.display import figure_output
 from nlicl_lib.pages.widgets import Param, TrainingPanel
-from nlicl_lib.sphinxext import site
+import nlicl_site as site
 
 ROOT = Path(__file__).resolve().parents[1]
 VENDORED_PLOTLY = ROOT / "book" / "_static" / site.PLOTLY_STATIC_PATH
@@ -57,7 +57,8 @@ def build_site(tmp_path: Path, notebook: nbformat.NotebookNode) -> subprocess.Co
     (source / "_static" / "vendor").mkdir(parents=True)
     shutil.copyfile(VENDORED_PLOTLY, source / "_static" / site.PLOTLY_STATIC_PATH)
     (source / "conf.py").write_text(
-        "extensions = ['myst_nb', 'nlicl_lib.sphinxext.site']\nnb_execution_mode = 'off'\n"
+        f"import sys\nsys.path.insert(0, {str(Path(site.__file__).parent)!r})\n"
+        "extensions = ['myst_nb', 'nlicl_site']\nnb_execution_mode = 'off'\n"
         f"html_static_path = ['_static']\nhtml_js_files = [{site.PLOTLY_STATIC_PATH!r}]\n")
     nbformat.write(notebook, source / "index.ipynb")
     return subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-q", "-E",

@@ -12,7 +12,7 @@ grow by 1.5 to 4.8 MB) and does *not* come from a CDN (the book must work offlin
 loads the vendored cartesian bundle (``book/_static/vendor/plotly-cartesian.min.js``, named in
 ``html_js_files`` of ``_config.yml``; the browser caches it after the first page). That bundle
 draws the trace types of :data:`CARTESIAN_TRACES`; a figure with another type stops the build
-(:func:`check_trace_types`), and ``nlicl_lib.sphinxext.site`` checks that the bundle is the
+(:func:`check_trace_types`), and ``book/_ext/nlicl_site.py`` checks that the bundle is the
 plotly.js of the installed ``plotly``. The output's metadata
 (``{"nlicl": {"figure_id", "traces", "drawn_traces"}}``) tells the browser test how many traces
 each drawn figure must show. The bundle deliberately has no ``application/vnd.plotly.v1+json``

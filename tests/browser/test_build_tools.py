@@ -12,7 +12,7 @@ from pathlib import Path
 
 import sphinxcontrib.katex
 
-from nlicl_lib.sphinxext import site
+import nlicl_site as site
 
 ROOT = Path(__file__).resolve().parents[2]
 VENDORED_KATEX = ROOT / "book" / "_static" / "vendor" / "katex"
