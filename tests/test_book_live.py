@@ -8,10 +8,9 @@ import sys
 from pathlib import Path
 
 import nbformat
+import nlicl_notebooks as live
 import pytest
 import yaml
-
-import nlicl_notebooks as live
 
 ROOT = Path(__file__).resolve().parents[1]
 REPO = "https://github.com/nlicl/nlicl"

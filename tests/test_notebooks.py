@@ -24,7 +24,6 @@ from urllib.parse import parse_qs, urlsplit
 
 import nbformat
 import pytest
-
 from nlicl_notebooks import build_commit
 
 pytestmark = pytest.mark.built

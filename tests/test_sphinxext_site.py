@@ -12,13 +12,13 @@ import sys
 from pathlib import Path
 
 import nbformat
+import nlicl_site as site
 import plotly.graph_objects as go
 import pytest
 from sphinx.errors import ExtensionError
 
 from nlicl_lib.pages.display import figure_output
 from nlicl_lib.pages.widgets import Param, TrainingPanel
-import nlicl_site as site
 
 ROOT = Path(__file__).resolve().parents[1]
 VENDORED_PLOTLY = ROOT / "book" / "_static" / site.PLOTLY_STATIC_PATH

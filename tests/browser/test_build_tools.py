@@ -10,9 +10,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import sphinxcontrib.katex
-
 import nlicl_site as site
+import sphinxcontrib.katex
 
 ROOT = Path(__file__).resolve().parents[2]
 VENDORED_KATEX = ROOT / "book" / "_static" / "vendor" / "katex"
