@@ -1,5 +1,5 @@
-"""Benchmark: the panels' memory estimate (nlicl_lib.pages.panel_plan.estimate_memory_bytes) against
-the measured peak of a run, on the CPU.
+"""Benchmark: the memory estimate the panels and the command line check (nlicl_lib.core.planning)
+against the measured peak of a run, on the CPU.
 
 Each configuration runs in a fresh Python process: import everything, note the resident set,
 run ``run_experiment`` with a few training steps (the peak of a training step does not grow
@@ -20,17 +20,18 @@ CHILD = r"""
 import json, resource, sys, torch
 torch.set_num_threads(1)
 from nlicl_lib import ModelConfig, TaskConfig, TrainConfig, run_experiment
-from nlicl_lib.pages.panel_plan import estimate_memory_bytes, eval_batch_size
+from nlicl_lib.core.planning import estimate, eval_batch_size
 task, model, batch = json.loads(sys.argv[1])
 task, model = TaskConfig(**task), ModelConfig(**model)
 train = TrainConfig(steps=3, batch_size=batch)
-run_experiment(TaskConfig("linear", 2, 4), ModelConfig(), TrainConfig(steps=2, batch_size=8),
-               device="cpu", progress=False)  # first-use allocations
+eval_batch = eval_batch_size(task, model)
+run_experiment(TaskConfig(kind="linear", input_dim=2, context_length=4), ModelConfig(),
+               TrainConfig(steps=2, batch_size=8), device="cpu", progress=False)  # first-use allocations
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 run_experiment(task, model, train, device="cpu", progress=False, relative_error=0.05,
-               eval_batch_size=eval_batch_size(task))
+               eval_batch_size=eval_batch)
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print(json.dumps({"measured": peak - base, "estimate": estimate_memory_bytes(task, model, train)}))
+print(json.dumps({"measured": peak - base, "estimate": estimate(task, model, batch, eval_batch).peak_bytes}))
 """
 
 CASES = [

@@ -6,7 +6,8 @@ on one torch thread (the work of one core; on 2 idle cores the run takes at most
 sampling and the larger matrix products use both), and, in the same process, the same
 measure for a reference run (one LSA layer, d=5, n=20, 600 steps of 2000 prompts), so the
 ratios compare across machines. It also prints each run's test loss against its theory and
-the panel's own expected time (from a few timed steps) against the run's wall time.
+the panel's expected training time (its work at one thread's measured rate,
+nlicl_lib.core.planning.work_units) against the run's wall time.
 
 Usage: ``python bench/panel_times.py [ch2 ch3 ...]``.
 """
@@ -22,6 +23,7 @@ import torch
 os.environ.pop("NLICL_BOOK_BUILD", None)
 
 from nlicl_lib import ModelConfig, TaskConfig, TrainConfig, run_experiment  # noqa: E402
+from nlicl_lib.core.planning import SECONDS_PER_WORK_UNIT, work_units  # noqa: E402
 from nlicl_lib.pages.panels import PANELS  # noqa: E402
 
 TARGET_SECONDS = 20.0
@@ -50,8 +52,8 @@ def main(chapters: list[str]) -> int:
     for chapter in chapters:
         panel = PANELS[chapter](device="cpu")
         panel.theory_at(panel.settings)  # theory is computed before a run, not timed here
-        panel.measure_step()
-        expected = panel.plan().expected_seconds
+        task, model, train = panel.configure()
+        expected = work_units(task, model, train.steps, train.batch_size) * SECONDS_PER_WORK_UNIT
         cpu, wall, result = cpu_seconds(panel.train)
         theory = result.normalised_theory
         ratio = "" if theory is None else f"{result.normalised_test_loss / theory:6.3f}"

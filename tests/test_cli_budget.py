@@ -4,10 +4,10 @@ finishes within a minute on two idle cores.
 Each command is parsed by the CLI's own parser and planned by the CLI's own code
 (:func:`nlicl_lib.experiments.cli.plan_train`: the task, model and training settings it would
 run, nothing built or trained), and its planned work
-:func:`~nlicl_lib.experiments.cli.work_units` $=$ steps $\times$ batch $\times L (n + 1) D^2$ (depth
+:func:`~nlicl_lib.core.planning.work_units` $=$ steps $\times$ batch $\times L (n + 1) D^2$ (depth
 $L$, $n + 1$ tokens of dimension $D = d + m + 1$) is held to
 :data:`~nlicl_lib.experiments.cli.TRAIN_SECONDS_BUDGET` seconds at
-:data:`~nlicl_lib.experiments.cli.SECONDS_PER_WORK_UNIT` (measured on one torch thread: see
+:data:`~nlicl_lib.core.planning.SECONDS_PER_WORK_UNIT` (measured on one torch thread: see
 its note; the rest of the minute is start-up and the test loss).
 
 ``theory`` trains nothing: it is parsed and its configs built. ``reproduce --all`` is the
@@ -24,12 +24,13 @@ from pathlib import Path
 
 import pytest
 
+from nlicl_lib.core.planning import SECONDS_PER_WORK_UNIT, work_units
 from nlicl_lib.experiments import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "book").glob("*.md"))]
 COMMAND = re.compile(r"python3? -m nlicl_lib\s+([^`#\n|)]*)")
-BUDGET_UNITS = cli.TRAIN_SECONDS_BUDGET / cli.SECONDS_PER_WORK_UNIT
+BUDGET_UNITS = cli.TRAIN_SECONDS_BUDGET / SECONDS_PER_WORK_UNIT
 
 
 def commands() -> list[tuple[str, str, list[str]]]:
@@ -50,7 +51,7 @@ def planned_seconds(argv: list[str]) -> float:
     """The seconds of training a ``train`` command plans, at the calibrated rate."""
     args = cli.build_parser().parse_args(argv)
     task, model, train_config = cli.plan_train(args)
-    return cli.work_units(task, model, train_config) * cli.SECONDS_PER_WORK_UNIT
+    return work_units(task, model, train_config.steps, train_config.batch_size) * SECONDS_PER_WORK_UNIT
 
 
 def check_command(line: str, argv: list[str]) -> None:
@@ -97,5 +98,18 @@ def test_ten_times_the_steps_is_over_the_budget():
         more = [*argv, "--steps", str(factor * steps)]
         with pytest.raises(AssertionError, match="plans"):
             check_command("", more)
+
+
+def test_work_units_follow_the_formula():
+    args = cli.build_parser().parse_args(["train"])  # chapter 1: d = 5, n = 20, LSA, D = 6
+    task, model, train_config = cli.plan_train(args)
+    assert work_units(task, model, train_config.steps, train_config.batch_size) == (
+        train_config.steps * train_config.batch_size * 1 * 21 * 6 ** 2)
+    args = cli.build_parser().parse_args(["train", "--model", "glu-lsa", "--task", "poly",
+                                          "--d", "3", "--depth", "8"])
+    task, model, train_config = cli.plan_train(args)
+    assert task.context_length == cli.DEEP_CONTEXT_LENGTH
+    assert work_units(task, model, train_config.steps, train_config.batch_size) == (
+        train_config.steps * train_config.batch_size * 8 * 101 * (3 + 6 + 1) ** 2)
 
 

@@ -51,7 +51,7 @@ INSTALLED_CODE = (
 )
 
 PANEL_CODE = (
-    "from nlicl_lib.pages.widgets import TrainingPanel\n"
+    "from nlicl_lib.pages.panels import TrainingPanel\n"
     "_panels = [value for value in Out.values() if isinstance(value, TrainingPanel)]\n"
     "assert len(_panels) == 1, f'expected the chapter to show one TrainingPanel, found {_panels}'\n"
     "_panels[0].train_button.click()  # as a reader's press of Train\n"

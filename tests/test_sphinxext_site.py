@@ -18,7 +18,7 @@ import pytest
 from sphinx.errors import ExtensionError
 
 from nlicl_lib.pages.display import figure_output
-from nlicl_lib.pages.widgets import Param, TrainingPanel
+from nlicl_lib.pages.panels import lsa_gd_panel
 
 ROOT = Path(__file__).resolve().parents[1]
 VENDORED_PLOTLY = ROOT / "book" / "_static" / site.PLOTLY_STATIC_PATH
@@ -46,8 +46,7 @@ def test_a_plotly_upgrade_without_a_new_bundle_stops_the_build(tmp_path: Path) -
 
 def static_panel_html(monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("NLICL_BOOK_BUILD", "1")
-    panel = TrainingPanel([Param("depth", "depth L", 1, 1, 3)], lambda settings: None)
-    return panel.static_html()
+    return lsa_gd_panel().static_html()
 
 
 def build_site(tmp_path: Path, notebook: nbformat.NotebookNode) -> subprocess.CompletedProcess:

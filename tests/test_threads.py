@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_widgets import small_panel
+from test_panels import small_panel
 
 from nlicl_lib.core.device import (
     SMALL_WORK_TOKEN_DIM,
@@ -16,7 +16,7 @@ from nlicl_lib.core.device import (
 )
 from nlicl_lib.core.errors import ConfigError
 from nlicl_lib.experiments import cli, reproduce
-from nlicl_lib.pages import widgets as panel_module
+from nlicl_lib.pages import panels
 
 
 def test_auto_is_one_thread_for_the_books_sizes():
@@ -101,25 +101,20 @@ def test_reproduce_runs_its_experiments_on_the_chosen_threads(monkeypatch):
     assert torch.get_num_threads() == before
 
 
-def test_a_live_panel_trains_and_times_on_its_threads_and_shows_them(monkeypatch):
-    """A panel runs on one thread (``auto``) whatever torch had before, restores it, and
-    its device line names the count that runs."""
+def test_a_live_panel_trains_on_one_thread_and_says_so(monkeypatch):
+    """A panel runs on one thread (``auto``) whatever torch had before, restores it, and its
+    plan line names the count that runs."""
     monkeypatch.delenv("NLICL_BOOK_BUILD", raising=False)
     seen = []
-    real = panel_module.run_experiment
+    real = panels.run_experiment
 
     def record(*args, **kwargs):
         seen.append(torch.get_num_threads())
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(panel_module, "run_experiment", record)
+    monkeypatch.setattr(panels, "run_experiment", record)
     with use_threads(2):
         panel = small_panel()
-        assert "cpu (1 thread)" in panel.device_label.value
-        panel.measure_step()
-        assert torch.get_num_threads() == 2
+        assert "cpu (1 thread)" in panel.plan_line.value
         panel.train()
         assert seen == [1] and torch.get_num_threads() == 2
-        assert small_panel(threads=2).threads == 2
-    with pytest.raises(ConfigError, match="threads"):
-        small_panel(threads=0)

@@ -12,7 +12,7 @@ caches them after the first page. This extension only checks:
   (``nlicl_lib.pages.display`` checks each figure's trace types against the bundle);
 * when a page is written, that it holds no saved ipywidgets state: the static site has no
   widget manager (training panels render as static HTML in the book build, see
-  ``nlicl_lib.pages.widgets.TrainingPanel``), so such a widget would show as nothing;
+  ``nlicl_lib.pages.panels.TrainingPanel``), so such a widget would show as nothing;
 * names myst-nb's toggles of hidden cells by their text and takes ``role="list"`` off the
   bibliography (:func:`accessible_names`: two axe-core findings);
 * that a change of a file under ``html_static_path`` rewrites every page (re-read from the
@@ -106,7 +106,7 @@ def refuse_widget_state(app: Any, pagename: str, templatename: str, context: dic
         raise ExtensionError(
             f"page {pagename} holds ipywidgets state, but the static site has no widget "
             "manager: create no widgets in the book build (NLICL_BOOK_BUILD=1), as "
-            "nlicl_lib.pages.widgets.TrainingPanel does, and show static HTML instead.")
+            "nlicl_lib.pages.panels.TrainingPanel does, and show static HTML instead.")
 
 
 def _thebe_enabled(app: Any) -> bool:

@@ -45,13 +45,15 @@ from nlicl_lib.core.errors import ConfigError, format_bytes
 from nlicl_lib.core.models import ModelConfig
 from nlicl_lib.core.tasks import TaskConfig, labelling_prompts, prompt_numbers
 
-__all__ = ["EVAL_BATCH", "RunEstimate", "RunShape", "available_memory_bytes", "check_fits", "estimate",
-           "estimate_run", "format_bytes", "largest_fitting", "memory_limit_bytes", "prompt_numbers",
-           "shape_of"]
+__all__ = ["EVAL_BATCH", "SECONDS_PER_WORK_UNIT", "RunEstimate", "RunShape", "available_memory_bytes",
+           "check_fits", "estimate", "estimate_run", "eval_batch_size", "format_bytes", "largest_fitting",
+           "memory_limit_bytes", "prompt_numbers", "shape_of", "work_units"]
 
 EVAL_BATCH = 20000
 """Prompts per batch of :func:`nlicl_lib.training.evaluate.test_loss` (its default at a precision, and the
 batch of :func:`nlicl_lib.experiments.run.run_experiment`)."""
+EVAL_TOKENS = EVAL_BATCH * 21
+"""Tokens per test batch of a live panel or an exercise: the library's batch at $n = 20$."""
 PADDING = 1.25
 """Margin on the counted numbers for what the count leaves out (allocator slack, small
 temporaries); with it the estimate is above the measured peak (see the module doc)."""
@@ -175,6 +177,37 @@ def estimate(task: TaskConfig, model: ModelConfig, batch_size: int,
              eval_batch_size: int = EVAL_BATCH, dtype: torch.dtype = torch.float32) -> RunEstimate:
     """:func:`estimate_run` of :func:`shape_of` the configs."""
     return estimate_run(shape_of(task, model, batch_size, eval_batch_size, dtype))
+
+
+def eval_batch_size(task: TaskConfig, model: ModelConfig | None = None) -> int:
+    """Prompts per test batch of a run in a reader's kernel (live panels, exercises): the
+    library's 20 000 up to $n = 20$, fewer for longer contexts, so that a batch holds at most
+    :data:`EVAL_TOKENS` tokens; a quarter of that for a stack of two or more blocks, whose test
+    loss takes one forward pass per coefficient of the task (measured: 312 MiB at $n = 100$ for
+    a batch of 4158 prompts, which took chapter 5 run live over Binder's 1 GB)."""
+    tokens = EVAL_TOKENS // 4 if model is not None and model.depth > 1 else EVAL_TOKENS
+    return max(1000, min(EVAL_BATCH, tokens // (task.context_length + 1)))
+
+
+# --- how long it trains ----------------------------------------------------------------------
+
+SECONDS_PER_WORK_UNIT = 2.6e-9
+r"""Seconds of training per :func:`work_units` unit on one torch thread, idle: the CPU time
+(user + sys) of 30 training steps of GLU-LSA stacks at n = 100, d = 3, m = 6 (D = 10) and 500
+prompts, measured with ``time.process_time`` on a shared 2-core machine (load about 6, so wall
+time was 3-4x longer): 2.65e-9 at depth 4, 2.59e-9 at depth 8. Chapter 1's default, 600 x 2000 x
+21 x 6^2 = 0.91e9 units, trained in 1.5 s at load 1.7 (1.65e-9). ``tests/test_cli_budget.py``
+holds every command the README and the book tell readers to type to a budget at this rate."""
+
+
+def work_units(task: TaskConfig, model: ModelConfig, steps: int, batch_size: int) -> int:
+    r"""The planned training work: steps $\times$ batch $\times$ $L (n + 1) D^2$, the cost of one
+    prompt through a model of depth $L$ with $n + 1$ tokens of dimension $D$ (attention's
+    projections and a GLU's are $(n + 1) D^2$ each per block; the $(n + 1)^2 D$ score products
+    are smaller for $n + 1 \le D$, and about as large for the book's $n \le 100$, $D \ge 6$,
+    where the measured rate :data:`SECONDS_PER_WORK_UNIT` absorbs them)."""
+    shape = shape_of(task, model, batch_size)
+    return steps * batch_size * shape.depth * shape.tokens * shape.dim**2
 
 
 # --- what the machine has ------------------------------------------------------------------

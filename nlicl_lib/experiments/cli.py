@@ -197,28 +197,9 @@ def token_dim(task: TaskConfig, model: ModelConfig) -> int:
     return task.input_dim + model.resolved(task).feature_slots + 1
 
 
-def work_units(task: TaskConfig, model: ModelConfig, train_config: TrainConfig) -> int:
-    r"""The planned training work: steps $\times$ batch $\times$ $L (n + 1) D^2$, the cost of one
-    prompt through a model of depth $L$ with $n + 1$ tokens of dimension $D$ (attention's
-    projections and a GLU's are $(n + 1) D^2$ each per block; the $(n + 1)^2 D$ score products
-    are smaller for $n + 1 \le D$, and about as large for the book's $n \le 100$, $D \ge 6$,
-    where the measured rate below absorbs them). :data:`SECONDS_PER_WORK_UNIT` turns it into
-    seconds on one thread."""
-    return (train_config.steps * train_config.batch_size * model.depth
-            * (task.context_length + 1) * token_dim(task, model) ** 2)
-
-
-SECONDS_PER_WORK_UNIT = 2.6e-9
-r"""Seconds of training per :func:`work_units` unit on one torch thread, idle: the CPU time
-(user + sys) of 30 training steps of GLU-LSA stacks at n = 100, d = 3, m = 6 (D = 10) and 500
-prompts, measured with ``time.process_time`` on a shared 2-core machine (load about 6, so wall
-time was 3-4x longer): 2.65e-9 at depth 4, 2.59e-9 at depth 8. Chapter 1's default, 600 x 2000 x
-21 x 6^2 = 0.91e9 units, trained in 1.5 s at load 1.7 (1.65e-9). ``tests/test_cli_budget.py``
-holds every command the README and the book tell readers to type to
-:data:`TRAIN_SECONDS_BUDGET` at this rate."""
-
 TRAIN_SECONDS_BUDGET = 40.0
-"""Training seconds a command a reader is told to type may plan at :data:`SECONDS_PER_WORK_UNIT`:
+"""Training seconds a command a reader is told to type may plan at
+:data:`~nlicl_lib.core.planning.SECONDS_PER_WORK_UNIT` (:func:`~nlicl_lib.core.planning.work_units`):
 the rest of its minute goes to start-up (about 2 s), the theory value (a Monte Carlo greedy
 reference for deep stacks) and the test loss (about 10 s of CPU for a depth-4 stack at n = 100,
 measured with 10 training steps)."""

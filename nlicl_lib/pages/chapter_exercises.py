@@ -32,10 +32,10 @@ import numpy as np
 from nlicl_lib.core.book_refs import ref
 from nlicl_lib.core.models import ModelConfig, build_model
 from nlicl_lib.core.monomials import PolyMap
+from nlicl_lib.core.planning import eval_batch_size
 from nlicl_lib.core.tasks import TaskConfig
 from nlicl_lib.experiments.run import run_experiment
 from nlicl_lib.pages import exercises
-from nlicl_lib.pages.panel_plan import eval_batch_size
 from nlicl_lib.theory import capacity, closed_forms
 from nlicl_lib.theory.constructions import polynomial_kernel_gamma
 from nlicl_lib.theory.depth import bcd_reference_loss, stack_slot_features
