@@ -9,7 +9,7 @@ import torch
 
 from nlicl_lib import TaskConfig, TrainConfig, gd_lsa
 from nlicl_lib.pages import ch1
-from nlicl_lib.theory import gd_steps
+from nlicl_lib.theory import lsa_gd
 
 D, N = 3, 8
 DEPTHS = [1, 2]
@@ -24,7 +24,7 @@ def computed():
     config = TrainConfig(steps=30, batch_size=64, learning_rate=0.04, seed=1)
     first = ch1.train_one_layer(task, seed=0, train_config=config)
     sweep = ch1.train_depth_sweep(D, N, DEPTHS, NOISE, config, seed=1)
-    tuned = gd_steps.tuned_gd_losses(D, N, DEPTHS, NOISE, num_prompts=4000, seed=0)
+    tuned = lsa_gd.tuned_gd_losses(D, N, DEPTHS, NOISE, num_prompts=4000, seed=0)
     torch.set_num_threads(threads)
     return task, first, sweep, tuned
 

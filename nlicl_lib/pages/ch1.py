@@ -1,5 +1,5 @@
 r"""Chapter 1's page: its runs, figures, table and printed reports, each trained result next to
-the theory it should match (:mod:`nlicl_lib.theory.gd_steps`).
+the theory it should match (:mod:`nlicl_lib.theory.lsa_gd`).
 
 - :func:`train_one_layer`: one LSA layer $\mathrm{LSA}(Z) = Z + \frac1n P Z M Z^\top Q Z$, all of
   $P, Q$ free, against the best one-step GD loss $\mathcal L^* = \frac{d(d+1+\sigma^2)}{n+d+1+\sigma^2}$
@@ -11,7 +11,7 @@ the theory it should match (:mod:`nlicl_lib.theory.gd_steps`).
   against $L$ tuned GD steps.
 
 The page's display helpers, panel, labels and closed forms are re-exported here, so the page
-imports the package root, :mod:`~nlicl_lib.theory.gd_steps` and this module only.
+imports the package root, :mod:`~nlicl_lib.theory.lsa_gd` and this module only.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from nlicl_lib.pages.display import show_source as show_source
 from nlicl_lib.pages.panels import lsa_gd_panel as lsa_gd_panel
 from nlicl_lib.theory.closed_forms import linear_gd_optimum_isotropic
 from nlicl_lib.theory.closed_forms import null_loss as null_loss
-from nlicl_lib.theory.gd_steps import ConstructionCheck, TrainedStep, TunedGD
+from nlicl_lib.theory.lsa_gd import ConstructionCheck, TrainedStep, TunedGD
 from nlicl_lib.theory.predictors import least_squares, ridge
 from nlicl_lib.training.evaluate import LossEstimate, test_loss
 from nlicl_lib.training.settings import default_train_config
@@ -233,7 +233,7 @@ def depth_table(depths: Sequence[int], noise_levels: Sequence[float],
 
 
 def construction_report(check: ConstructionCheck) -> str:
-    r"""The lines of :func:`~nlicl_lib.theory.gd_steps.construction_check`: one layer against one
+    r"""The lines of :func:`~nlicl_lib.theory.lsa_gd.construction_check`: one layer against one
     GD step, $L$ layers against $L$ steps, and the labels after layer $\ell$ against the residuals
     $y_i - w_\ell^\top x_i$ after step $\ell$ (relative differences, 2 significant digits)."""
     depth = len(check.residual_labels)
@@ -260,7 +260,7 @@ def one_layer_report(run: OneLayerRun, optimum: float) -> str:
 
 def trained_step_report(step: TrainedStep) -> str:
     r"""$\Gamma_{\text{eff}}$ (3 decimals), $\Gamma^* = \gamma^* I$, their relative distance and the
-    sizes of the non-GD terms (:func:`~nlicl_lib.theory.gd_steps.read_trained_step`)."""
+    sizes of the non-GD terms (:func:`~nlicl_lib.theory.lsa_gd.read_trained_step`)."""
     return "\n".join([
         "effective Gamma of the trained layer:",
         str(step.gamma_eff.round(3) + 0.0),  # + 0.0: no "-0." entries

@@ -15,7 +15,7 @@ result next to its bound or reference (:mod:`nlicl_lib.theory.linearity`).
 - :func:`prose_values`, :func:`diagnosis_values`: the numbers the prose quotes (``prose`` names).
 
 The page's display helpers, panel and labels, and chapter 1's reading of a trained layer
-(:func:`~nlicl_lib.theory.gd_steps.read_trained_step`), are re-exported here, so the page imports
+(:func:`~nlicl_lib.theory.lsa_gd.read_trained_step`), are re-exported here, so the page imports
 the package root, :mod:`~nlicl_lib.theory.linearity` and this module only.
 """
 
@@ -46,8 +46,8 @@ from nlicl_lib.pages.display import glue_values as glue_values
 from nlicl_lib.pages.display import show as show
 from nlicl_lib.pages.panels import attention_alone_panel as attention_alone_panel
 from nlicl_lib.theory import closed_forms, predictors
-from nlicl_lib.theory.gd_steps import read_trained_step as read_trained_step
 from nlicl_lib.theory.linearity import LabelDiagnosis, LineProbe
+from nlicl_lib.theory.lsa_gd import read_trained_step as read_trained_step
 from nlicl_lib.training.evaluate import LossEstimate, test_loss
 from nlicl_lib.training.settings import default_train_config
 from nlicl_lib.training.train import TrainResult, train
