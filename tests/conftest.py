@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 import pytest
-import torch
+
+from nlicl_lib.core.device import use_threads
 
 
 @pytest.fixture
 def one_torch_thread():
-    """Run a test on one torch thread, then restore the setting.
-
-    The tests' models are tiny: one intra-op thread is as fast as two on an idle machine, and on
-    a busy one a second thread only spins (10-30x slower steps were measured here).
-    """
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    """One torch thread (the tests' models are tiny; a second thread only spins), restored."""
+    with use_threads(1):
+        yield

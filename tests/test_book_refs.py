@@ -1,8 +1,5 @@
-"""The book cites its own numbered results (book/theorems.md) correctly: ``book_refs.RESULTS``
-agrees with the Theory page's numbering (one counter shared by every kind of result), a
-"Theorem 9 (thm-feature-optimum)" mention in a page, the library, a test, a bench script or a
-build tool names an existing label with its kind and number, and every ``{prf:ref}`` of a page
-names a result the Theory part defines."""
+"""The book cites its own numbered results (book/theorems.md) by existing labels, kinds and
+numbers."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
-"""Chapter 5's page module (nlicl_lib.pages.ch5) on cheap real computations: the residual
-stream against the recursion (Theorem 13 (thm-depth-bcd), Remark 14 (rem-full-attention)), the
-figures of the stored depth studies, the cubic study, and the widths of what the page prints."""
+"""Chapter 5's page module: the residual stream against the recursion (Theorem 13, Remark 14)
+and the cubic study."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 
@@ -39,46 +37,6 @@ def test_the_page_measures_theorem_13_and_remark_14(stacks, shown):
     assert depth.dense_attention_gap(constructed, shown.x[0], shown.y[0]) > 0.01
 
 
-def test_residual_stream_figure_draws_the_stream_next_to_the_recursion(stacks, shown):
-    _, _, constructed, fresh = stacks
-    residuals = depth.stream_residuals({"constructed": constructed, "fresh": fresh},
-                                       shown.x[0], shown.y[0])
-    for name in ("constructed", "fresh"):  # Theorem 13: GD-form attention, GLUs reading x
-        gap = (residuals.labels_seen[name] - residuals.requeried[name]).abs().max()
-        assert float(gap) < 1e-12 and residuals.labels_seen[name].shape == (4, 20)
-    fig = ch5.residual_stream_figure(residuals)
-    owner = fig.layout.meta["nlicl_sliders"]["panel_of_trace"]
-    assert len(fig.data) == 2 * 4 * 3 and max(owner) == 7
-    first = [t for t, p in zip(fig.data, owner, strict=True) if p == 2]  # constructed, ℓ = 2
-    assert list(first[0].y) == residuals.labels_seen["constructed"][0].tolist()
-    assert list(first[1].y) == residuals.labels_seen["constructed"][2].tolist()
-    assert list(first[2].y) == residuals.requeried["constructed"][2].tolist()
-
-
-def test_depth_figure_draws_both_token_sizes_and_the_references_spread():
-    study = ch5.load_studies()["d5"]
-    fig = ch5.depth_figure(study, "d = 5")
-    names = [trace.name for trace in fig.data]
-    assert "trained, m = 5 slots" in names and "trained, m = 15 slots" in names
-    wide = fig.data[names.index("L steps of kernel GD, best Γ (m = 15)")]
-    samples = np.array(study["references"]["15"]["fit_samples"]["loss"]) / study["null_loss"]
-    errors = np.array(study["references"]["15"]["fit_samples"]["std_error"]) / study["null_loss"]
-    assert np.allclose(wide.y, samples.mean(axis=0))
-    assert np.allclose(np.array(wide.y) + np.array(wide.error_y.array),
-                       (samples + 2 * errors).max(axis=0))
-    assert np.allclose(np.array(wide.y) - np.array(wide.error_y.arrayminus),
-                       (samples - 2 * errors).min(axis=0))
-
-
-def test_training_curves_have_two_short_sliders():
-    # one slider over every run had 24 steps, about 9 px each on a phone
-    studies = ch5.load_studies()
-    fig = ch5.curves_figure(studies, "curves")
-    steps = [len(slider.steps) for slider in fig.layout.sliders]
-    shapes = sum(len(study["slots"]) for study in studies.values())
-    assert steps == [shapes, len(studies["d3"]["depths"])] and max(steps) <= 8
-
-
 def test_the_cubic_study_beats_one_block_only_with_all_monomials():
     cubic_task = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=3)
     config = TrainConfig(steps=5, batch_size=32, learning_rate=0.02, seed=0)
@@ -90,10 +48,3 @@ def test_the_cubic_study_beats_one_block_only_with_all_monomials():
     assert "x1*slot1[x1^2]" in ch5.cubic_construction_report(input_dim=3, slots=10)
 
 
-def test_what_the_page_prints_fits_78_columns():
-    studies = ch5.load_studies()
-    printed = [ch5.study_report(studies["d3"]), ch5.budget_report(studies["d3"], 3, 6),
-               ch5.narrow_study_report(studies["d5"]), ch5.reference_spread_report(studies["d5"]),
-               ch5.free_stack_report(ch5.load_free_stacks()),
-               ch5.cubic_construction_report(input_dim=3, slots=10)]
-    assert max(len(line) for text in printed for line in text.splitlines()) <= 78

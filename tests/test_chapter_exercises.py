@@ -1,12 +1,5 @@
-"""The chapters' exercises (nlicl_lib.pages.chapter_exercises): every exercise passes with its
-solution's answer and fails with a wrong one; the chapters' exercise cells are short (the import,
-the reader's line, one call) and call the function of their own exercise.
-
-Exercises that train are checked with a stubbed ``run_experiment`` that returns a chosen result
-and records what it was asked to train, so the check itself (and the reader's answer reaching
-the run) is tested in milliseconds; their training is tested where the chapters' claims are
-(tests/test_ch1_lsa_gd.py, tests/test_theory_statements.py, ...).
-"""
+"""The chapters' exercises pass with their solution's answer and fail with a wrong one (runs
+stubbed: their training is tested with the chapters' claims); each exercise cell is short."""
 
 from __future__ import annotations
 
@@ -18,7 +11,6 @@ from types import SimpleNamespace
 import jupytext
 import pytest
 
-from nlicl_lib.core.book_refs import RESULTS
 from nlicl_lib.pages import chapter_exercises as chx
 from nlicl_lib.pages.exercises import ExerciseFailed
 from nlicl_lib.theory import capacity, closed_forms
@@ -30,71 +22,26 @@ def checker_name(exercise_id: str) -> str:
     return chx.CHECKERS[exercise_id].__name__
 
 
-class StubRun:
-    """``run_experiment`` that trains nothing: returns ``test_loss`` (and the theory's loss) and
-    keeps the configs it was called with."""
-
-    def __init__(self, test_loss: float, theory_loss: float = 1.0, null_loss: float = 1.0):
-        self.result = SimpleNamespace(test_loss=test_loss, normalised_test_loss=test_loss / null_loss,
-                                      theory=SimpleNamespace(theory_loss=theory_loss))
-        self.calls = []
-
-    def __call__(self, task, model, train, progress=None, theory=True, eval_batch_size=20000):
-        self.calls.append((task, model, train))
-        self.eval_batch_size = eval_batch_size
-        return self.result
-
-
-def _stub(monkeypatch, test_loss, theory_loss=1.0, null_loss=1.0) -> StubRun:
-    stub = StubRun(test_loss, theory_loss, null_loss)
-    monkeypatch.setattr(chx, "run_experiment", stub)
-    return stub
+def _stub(monkeypatch, test_loss, theory_loss=1.0, null_loss=1.0) -> list:
+    """``run_experiment`` trains nothing: it returns ``test_loss`` and records its calls."""
+    calls = []
+    result = SimpleNamespace(test_loss=test_loss, normalised_test_loss=test_loss / null_loss,
+                             theory=SimpleNamespace(theory_loss=theory_loss))
+    monkeypatch.setattr(chx, "run_experiment", lambda *args, **kwargs: calls.append(args) or result)
+    return calls
 
 
 # --- every exercise waits for its answer ---------------------------------------------------------
 
 @pytest.mark.parametrize("exercise_id", EXERCISES)
 def test_an_unset_answer_says_what_to_set_and_runs_nothing(exercise_id, capsys, monkeypatch):
-    stub = _stub(monkeypatch, 1.0)
+    calls = _stub(monkeypatch, 1.0)
     function = chx.CHECKERS[exercise_id]
     answers = [p for p in inspect.signature(function).parameters.values()
                if p.default is inspect.Parameter.empty]
     function(*[None] * len(answers))
     out = capsys.readouterr().out
-    assert f"Exercise {exercise_id}: set `{answers[0].name}`" in out and not stub.calls
-
-
-@pytest.mark.parametrize("exercise_id", EXERCISES)
-def test_each_docstring_states_the_equation_and_the_result_it_checks(exercise_id):
-    doc = chx.CHECKERS[exercise_id].__doc__
-    assert doc.startswith(f"Exercise {exercise_id}")
-    assert "$" in doc, "the chapter's equation, in the page's symbols"
-    assert any(f"({label})" in doc for label in RESULTS), "the result it checks, by label"
-
-
-# --- chapter 1 ---------------------------------------------------------------------------------
-
-def test_exercise_1_1_passes_at_the_optimum_and_fails_above_it(monkeypatch):
-    stub = _stub(monkeypatch, test_loss=1.01, theory_loss=1.0)
-    chx.check_learning_rate(0.02)
-    assert stub.calls[0][2].learning_rate == 0.02 and stub.calls[0][2].steps == 300
-    _stub(monkeypatch, test_loss=3.0, theory_loss=1.0)  # what 0.001 leaves after 300 steps
-    with pytest.raises(ExerciseFailed, match="raise it"):
-        chx.check_learning_rate(0.001)
-
-
-def test_exercise_1_2_checks_the_formula_then_the_trained_layer(monkeypatch):
-    d, n, sigma = 5, 20, 1.0
-    answer = d * (d + 1 + sigma**2) / (n + d + 1 + sigma**2)  # the solution's formula
-    stub = _stub(monkeypatch, test_loss=answer * 1.01)
-    chx.check_noisy_optimum_formula(answer, d=d, n=n, sigma=sigma)
-    assert stub.calls[0][0].noise_std == sigma
-    with pytest.raises(ExerciseFailed, match="your L\\*") as failure:
-        chx.check_noisy_optimum_formula(d * (d + 1) / (n + d + 1), d=d, n=n, sigma=sigma)  # the noiseless one
-    assert "(d + 1 + " not in failure.value.hint, "the hint does not give the formula away"
-    _stub(monkeypatch, test_loss=answer * 1.2)
-    with pytest.raises(ExerciseFailed, match="trained test loss"):
-        chx.check_noisy_optimum_formula(answer, d=d, n=n, sigma=sigma)
+    assert f"Exercise {exercise_id}: set `{answers[0].name}`" in out and not calls
 
 
 def test_exercise_1_3_derived_step(capsys):
@@ -109,28 +56,6 @@ def test_exercise_1_3_derived_step(capsys):
     assert chx.linear_step_loss(1.0) == pytest.approx(5 * 6 / 20)  # c/n, Proposition 11
 
 
-# --- chapter 2 ---------------------------------------------------------------------------------
-
-def test_exercise_2_1_checks_the_bound_then_the_trained_stack(monkeypatch):
-    stub = _stub(monkeypatch, test_loss=0.9 * 15, null_loss=15)
-    chx.check_linear_bound_fraction((15 - 3) / 15)
-    assert stub.calls[0][1].depth == 2
-    with pytest.raises(ExerciseFailed, match="your bound"):
-        chx.check_linear_bound_fraction(0.75)
-    _stub(monkeypatch, test_loss=0.7 * 15, null_loss=15)  # below the bound: impossible
-    with pytest.raises(ExerciseFailed, match="no model of this class can beat"):
-        chx.check_linear_bound_fraction(0.8)
-
-
-def test_exercise_2_2_any_depth_that_does_not_beat_zero(monkeypatch):
-    stub = _stub(monkeypatch, test_loss=1.01)
-    chx.check_deep_lsa_cannot_beat_zero(3)
-    assert stub.calls[0][1].depth == 3 and stub.calls[0][0].homogeneous
-    _stub(monkeypatch, test_loss=0.9)
-    with pytest.raises(ExerciseFailed):
-        chx.check_deep_lsa_cannot_beat_zero(3)
-
-
 def test_exercise_2_3_derived_affine_bound(capsys):
     chx.check_affine_bound_fraction((25 - 5) / 25)
     assert "affine 0.750" in capsys.readouterr().out  # the d = 3 value it prints for comparison
@@ -140,22 +65,10 @@ def test_exercise_2_3_derived_affine_bound(capsys):
         chx.check_affine_bound_fraction(1.0)  # the linear bound
 
 
-# --- chapter 3 ---------------------------------------------------------------------------------
-
 def test_exercise_3_1_kernel_weight():
     chx.check_kernel_linear_weight(2.5)
     with pytest.raises(ExerciseFailed, match="your kernel's loss"):
         chx.check_kernel_linear_weight(0.0)
-
-
-def test_exercise_3_2_initialisation(monkeypatch):
-    stub = _stub(monkeypatch, test_loss=1.005, theory_loss=1.0)
-    chx.check_glu_initialisation("large")
-    model, train = stub.calls[0][1:]
-    assert model.glu_init == "large" and train.seed == 1 and train.steps == 1000
-    _stub(monkeypatch, test_loss=1.05, theory_loss=1.0)  # a stall on a plateau
-    with pytest.raises(ExerciseFailed, match="glu_init"):
-        chx.check_glu_initialisation("small")
 
 
 def test_exercise_3_3_derived_asymptote(capsys):
@@ -165,8 +78,6 @@ def test_exercise_3_3_derived_asymptote(capsys):
     with pytest.raises(ExerciseFailed):
         chx.check_one_over_n_constant(2 * 3)  # the linear task's d(d+1) with d = 2 unknowns
 
-
-# --- chapter 4 ---------------------------------------------------------------------------------
 
 def test_exercise_4_1_best_single_feature():
     chx.check_one_slot_feature([1, 0, 0, 1, 0, 1])
@@ -180,17 +91,6 @@ def test_exercise_4_2_slots():
         chx.check_slots_for_degree_three(20)
 
 
-def test_exercise_4_3_block_size(monkeypatch):
-    kernel = closed_forms.one_step_kernel_gd_optimum(chx.QUADRATIC_TASK).loss
-    stub = _stub(monkeypatch, test_loss=kernel * 1.01)
-    chx.check_block_size(6, 6)
-    model = stub.calls[0][1]
-    assert (model.feature_slots, model.glu_width) == (6, 6)
-    _stub(monkeypatch, test_loss=capacity.slot_increments(chx.QUADRATIC_TASK).loss(5))
-    with pytest.raises(ExerciseFailed, match="item 3"):
-        chx.check_block_size(5, 6)  # the best 5-slot block is strictly above the kernel optimum
-
-
 def test_exercise_4_4_derived_slot_gain(capsys):
     n = chx.SLOT_TASK.context_length
     kappa_c = (n - 1) / n + (7 + 33 + 15) / n  # E[||phi||² x1² x2²] = 55
@@ -200,20 +100,6 @@ def test_exercise_4_4_derived_slot_gain(capsys):
         chx.check_fourth_slot_gain(1 / (19 / 20 + 55 / 20))  # n = 20, the page's context length
     with pytest.raises(ExerciseFailed):
         chx.check_fourth_slot_gain(1 / 3.7 * 2)
-
-
-# --- chapter 5 ---------------------------------------------------------------------------------
-
-def test_exercise_5_1_depth(monkeypatch):
-    single = capacity.best_feature_subspace(chx.QUADRATIC_TASK, 3).loss
-    stub = _stub(monkeypatch, test_loss=0.85 * single)
-    chx.check_depth_beats_one_block(2)
-    model = stub.calls[0][1]
-    assert model.depth == 2 and model.feature_slots == 3
-    assert stub.eval_batch_size == 5000  # a panel's batches for a stack at n = 20 (memory)
-    _stub(monkeypatch, test_loss=single)
-    with pytest.raises(ExerciseFailed, match="90% of the best 3-slot block"):
-        chx.check_depth_beats_one_block(1)
 
 
 def test_exercise_5_2_wide_or_narrow():
@@ -228,6 +114,50 @@ def test_exercise_5_3_degree_doubles():
     with pytest.raises(ExerciseFailed):
         chx.check_slot_degree(6)  # two more per block
     chx.check_slot_degree(4, depth=2)
+
+
+NOISY_OPTIMUM = 5 * (5 + 1 + 1.0) / (20 + 5 + 1 + 1.0)  # d(d + 1 + s^2)/(n + d + 1 + s^2)
+
+
+def _kernel():
+    return closed_forms.one_step_kernel_gd_optimum(chx.QUADRATIC_TASK).loss
+
+
+def _three_slots():
+    return capacity.best_feature_subspace(chx.QUADRATIC_TASK, 3).loss
+
+
+# (exercise, the solution's answer, the stubbed trained loss (test, theory, null) it passes with,
+#  a wrong answer or a failed run, the stubbed loss then, what the failure says)
+TRAINED = [
+    ("1.1", (0.02,), lambda: (1.01, 1.0, 1.0), (0.001,), lambda: (3.0, 1.0, 1.0), "raise it"),
+    ("1.2", (NOISY_OPTIMUM,), lambda: (NOISY_OPTIMUM * 1.01, 1, 1), (5 * 6 / 26,),
+     lambda: (1.0, 1, 1), "your L\\*"),  # the noiseless formula
+    ("1.2", (NOISY_OPTIMUM,), lambda: (NOISY_OPTIMUM * 1.01, 1, 1), (NOISY_OPTIMUM,),
+     lambda: (NOISY_OPTIMUM * 1.2, 1, 1), "trained test loss"),
+    ("2.1", (12 / 15,), lambda: (0.9 * 15, 1, 15), (0.75,), lambda: (0.9 * 15, 1, 15), "your bound"),
+    ("2.1", (12 / 15,), lambda: (0.9 * 15, 1, 15), (0.8,), lambda: (0.7 * 15, 1, 15),
+     "no model of this class can beat"),
+    ("2.2", (3,), lambda: (1.01, 1, 1), (3,), lambda: (0.9, 1, 1), "beat"),
+    ("3.2", ("large",), lambda: (1.005, 1, 1), ("small",), lambda: (1.05, 1, 1), "glu_init"),
+    ("4.3", (6, 6), lambda: (_kernel() * 1.01, 1, 1), (5, 6),
+     lambda: (capacity.slot_increments(chx.QUADRATIC_TASK).loss(5), 1, 1), "item 3"),
+    ("5.1", (2,), lambda: (0.85 * _three_slots(), 1, 1), (1,), lambda: (_three_slots(), 1, 1),
+     "90% of the best 3-slot block"),
+]
+
+
+@pytest.mark.parametrize(("exercise_id", "answer", "passing", "wrong", "failing", "says"), TRAINED,
+                         ids=[f"{row[0]}-{row[5][:12]}" for row in TRAINED])
+def test_an_exercise_that_trains_passes_at_its_answer_and_fails_off_it(
+        monkeypatch, exercise_id, answer, passing, wrong, failing, says):
+    check = chx.CHECKERS[exercise_id]
+    calls = _stub(monkeypatch, *passing())
+    check(*answer)
+    assert calls  # the reader's answer reached a run
+    _stub(monkeypatch, *failing())
+    with pytest.raises(ExerciseFailed, match=says):
+        check(*wrong)
 
 
 # --- the chapters' cells --------------------------------------------------------------------------

@@ -1,20 +1,5 @@
-r"""Every ``python -m nlicl_lib ...`` command the README and the book tell a reader to type
-finishes within a minute on two idle cores.
-
-Each command is parsed by the CLI's own parser and planned by the CLI's own code
-(:func:`nlicl_lib.experiments.cli.plan_train`: the task, model and training settings it would
-run, nothing built or trained), and its planned work
-:func:`~nlicl_lib.core.planning.work_units` $=$ steps $\times$ batch $\times L (n + 1) D^2$ (depth
-$L$, $n + 1$ tokens of dimension $D = d + m + 1$) is held to
-:data:`~nlicl_lib.experiments.cli.TRAIN_SECONDS_BUDGET` seconds at
-:data:`~nlicl_lib.core.planning.SECONDS_PER_WORK_UNIT` (measured on one torch thread: see
-its note; the rest of the minute is start-up and the test loss).
-
-``theory`` trains nothing: it is parsed and its configs built. ``reproduce --all`` is the
-``make reproduce`` target (every experiment of the book, minutes): it is parsed, and allowed
-only where the page says it is what ``make reproduce`` runs; its own budget is the sum of its
-experiments' work, not checked here.
-"""
+"""Every ``python -m nlicl_lib`` command the README and the book tell a reader to type is
+planned (nothing trained) within the CLI's budget of seconds at the measured rate."""
 
 from __future__ import annotations
 
@@ -30,7 +15,6 @@ from nlicl_lib.experiments import cli
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "book").glob("*.md"))]
 COMMAND = re.compile(r"python3? -m nlicl_lib\s+([^`#\n|)]*)")
-BUDGET_UNITS = cli.TRAIN_SECONDS_BUDGET / SECONDS_PER_WORK_UNIT
 
 
 def commands() -> list[tuple[str, str, list[str]]]:
@@ -82,34 +66,5 @@ def test_the_pages_name_the_commands_readers_try():
                          ids=[f"{p}:{' '.join(a)}" for p, _, a in COMMANDS])
 def test_each_command_fits_in_a_minute(page, line, argv):
     check_command(line, argv)
-
-
-def test_ten_times_the_steps_is_over_the_budget():
-    """The check can fail: the heaviest command with ten times its steps plans more than the
-    budget, and the lightest is refused at a hundred times."""
-    trains = [argv for _, _, argv in COMMANDS if argv[0] == "train"]
-    assert trains
-    seconds = {tuple(argv): planned_seconds(argv) for argv in trains}
-    heaviest = list(max(seconds, key=seconds.get))
-    lightest = list(min(seconds, key=seconds.get))
-    for argv, factor in ((heaviest, 10), (lightest, 100)):
-        args = cli.build_parser().parse_args(argv)
-        steps = cli.plan_train(args)[2].steps
-        more = [*argv, "--steps", str(factor * steps)]
-        with pytest.raises(AssertionError, match="plans"):
-            check_command("", more)
-
-
-def test_work_units_follow_the_formula():
-    args = cli.build_parser().parse_args(["train"])  # chapter 1: d = 5, n = 20, LSA, D = 6
-    task, model, train_config = cli.plan_train(args)
-    assert work_units(task, model, train_config.steps, train_config.batch_size) == (
-        train_config.steps * train_config.batch_size * 1 * 21 * 6 ** 2)
-    args = cli.build_parser().parse_args(["train", "--model", "glu-lsa", "--task", "poly",
-                                          "--d", "3", "--depth", "8"])
-    task, model, train_config = cli.plan_train(args)
-    assert task.context_length == cli.DEEP_CONTEXT_LENGTH
-    assert work_units(task, model, train_config.steps, train_config.batch_size) == (
-        train_config.steps * train_config.batch_size * 8 * 101 * (3 + 6 + 1) ** 2)
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import subprocess
 import sys
 
@@ -13,8 +12,7 @@ import pytest
 import torch
 
 from nlicl_lib import ConfigError, ModelConfig, TaskConfig, TrainConfig, resolve_device
-from nlicl_lib.core.book_refs import ref
-from nlicl_lib.core.device import available_devices
+from nlicl_lib.core.device import available_devices, choose_threads
 from nlicl_lib.core.models import build_model
 from nlicl_lib.core.monomials import (
     PolyMap,
@@ -26,47 +24,115 @@ from nlicl_lib.core.monomials import (
     weighted_second_moment,
 )
 from nlicl_lib.core.tasks import PART_SIZE, embed, sample_inputs, sample_prompts
+from nlicl_lib.experiments.baselines import polynomial_kernel_features, tuned_kernel_ridge, tuned_ridge
 from nlicl_lib.experiments.cli import main
 from nlicl_lib.experiments.run import run_experiment
-from nlicl_lib.theory.closed_forms import (
-    kernel_features,
-    linear_gd_optimum,
-    linear_gd_optimum_isotropic,
-    null_loss,
-    one_step_gd_optimum,
+from nlicl_lib.experiments.studies import run_study
+from nlicl_lib.theory import linearity
+from nlicl_lib.theory.capacity import one_block_references, slot_increments
+from nlicl_lib.theory.closed_forms import best_step_size, gd_moments, kernel_features, null_loss
+from nlicl_lib.theory.depth import (
+    deep_glu_lsa,
+    greedy_reference,
+    monomial_schedule,
+    recursion_losses,
+    schedule_features,
 )
 from nlicl_lib.theory.values import theory_values
+from nlicl_lib.training.evaluate import test_loss
+from nlicl_lib.training.settings import base_settings, default_train_config
+from nlicl_lib.training.train import train
 
 # ---------------------------------------------------------------- validation (library)
 
-BAD_CONFIGS = [
-    (TaskConfig, {"input_dim": 0}, "input_dim"),
-    (TaskConfig, {"context_length": 0}, "context_length"),
-    (TaskConfig, {"noise_std": float("nan")}, "noise_std"),
-    (TaskConfig, {"kind": "cubic"}, "task"),
-    (TaskConfig, {"kind": "poly", "input_dim": 20, "degree": 5}, "degree"),  # 53130 monomials
-    (TaskConfig, {"kind": "linear", "degree": 2}, "degree"),
-    (TrainConfig, {"steps": 0}, "steps"),
-    (TrainConfig, {"learning_rate": -1e-3}, "learning_rate"),
-    (TrainConfig, {"schedule": "linear"}, "schedule"),
-    (ModelConfig, {"kind": "mlp"}, "model"),
-    (ModelConfig, {"depth": 0}, "depth"),
-    (ModelConfig, {"kind": "glu-lsa", "feature_slots": 0}, "feature_slots"),
+Q = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2)
+Q30 = TaskConfig(kind="poly", input_dim=3, context_length=30, degree=2)
+LIN = TaskConfig(kind="linear", input_dim=3, context_length=10)
+COV2 = ((2.0, 0.3), (0.3, 1.0))
+
+# every public entry point refuses bad input before any work, naming the parameter
+BAD_CALLS = [
+    (lambda: TaskConfig(input_dim=0), "input_dim"),
+    (lambda: TaskConfig(context_length=0), "context_length"),
+    (lambda: TaskConfig(noise_std=float("nan")), "noise_std"),
+    (lambda: TaskConfig(kind="cubic"), "task"),
+    (lambda: TaskConfig(kind="poly", input_dim=20, degree=5), "degree"),  # 53130 monomials
+    (lambda: TaskConfig(kind="poly", input_dim=3, degree=0), "degree"),
+    (lambda: TaskConfig(kind="linear", degree=2), "degree"),
+    (lambda: TrainConfig(steps=0), "steps"),
+    (lambda: TrainConfig(learning_rate=-1e-3), "learning_rate"),
+    (lambda: TrainConfig(learning_rate=0.0), "learning_rate"),
+    (lambda: TrainConfig(schedule="linear"), "schedule"),
+    (lambda: TrainConfig(schedule="OneCycle"), "schedule"),
+    (lambda: TrainConfig(warmup_fraction=-0.1), "warmup_fraction"),
+    (lambda: TrainConfig(warmup_fraction=1.5), "warmup_fraction"),
+    (lambda: TrainConfig(steps=100).learning_rate_at(101), "step"),
+    (lambda: TrainConfig(steps=100).learning_rate_at(-1), "step"),
+    (lambda: ModelConfig(kind="mlp"), "model"),
+    (lambda: ModelConfig(depth=0), "depth"),
+    (lambda: ModelConfig(kind="glu-lsa", feature_slots=0), "feature_slots"),
+    (lambda: resolve_device("tpu"), "device"),
+    *[(lambda bad=bad: choose_threads(bad), "threads") for bad in (0, -1, "many", 1.5, True)],
+    (lambda: test_loss(build_model(ModelConfig(), LIN), LIN, 100, integrate="query"), "integrate"),
+    (lambda: train([build_model(ModelConfig(), LIN)] * 3, [LIN, LIN], TrainConfig(steps=3)), "task"),
+    (lambda: train([build_model(ModelConfig(), LIN)] * 2, LIN, TrainConfig(steps=3),
+                   callback=lambda step, loss: None), "callback"),
+    (lambda: default_train_config(Q, ModelConfig(kind="lsa"), purpose="fast"), "purpose"),
+    (lambda: base_settings("mlp"), "kind"),
+    (lambda: default_train_config(Q, "lsa"), "model_config"),
+    (lambda: polynomial_kernel_features(input_dim=0, degree=2), "d"),
+    (lambda: polynomial_kernel_features(input_dim=3, degree=0), "degree"),
+    (lambda: polynomial_kernel_features(input_dim=3, degree=2, offset=-1.0), "offset"),
+    (lambda: polynomial_kernel_features(input_dim=3, degree=2, offset=float("nan")), "offset"),
+    (lambda: tuned_ridge(LIN, penalties=[]), "penalties"),
+    (lambda: tuned_ridge(LIN, penalties=[0.1, 0.0]), "penalty"),
+    (lambda: tuned_ridge(LIN, penalties=[-1.0]), "penalty"),
+    (lambda: tuned_ridge(LIN, validation_prompts=0), "validation_prompts"),
+    (lambda: tuned_ridge(LIN, PolyMap.monomials(2, [1, 2])), "features.input_dim"),
+    (lambda: tuned_kernel_ridge(Q, offset=-0.5), "offset"),
+    (lambda: greedy_reference(TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2,
+                                         noise_std=0.1), schedule_features(Q30, 3, 2)), "task"),
+    (lambda: greedy_reference(Q30, schedule_features(Q30, 3, 2), fit_contexts=0), "fit_contexts"),
+    (lambda: greedy_reference(Q30, schedule_features(Q30, 3, 2), fit_seed=-1), "fit_seed"),
+    (lambda: recursion_losses(Q30, schedule_features(Q30, 3, 2), [np.zeros((6, 6))], 10), "gammas"),
+    (lambda: slot_increments(TaskConfig(kind="poly", input_dim=2, context_length=10, degree=3)),
+     "task"),
+    (lambda: slot_increments(TaskConfig(kind="poly", input_dim=2, context_length=10, degree=2,
+                                        homogeneous=True)), "task"),
+    (lambda: slot_increments(TaskConfig(kind="poly", input_dim=2, context_length=10, degree=2,
+                                        covariance=((1.0, 0.0), (0.0, 2.0)))), "covariance"),
+    (lambda: one_block_references(TaskConfig(kind="poly", input_dim=2, context_length=20,
+                                             degree=3)), "task"),
+    (lambda: linearity.diagnostic_prompts(TaskConfig(kind="poly", input_dim=2, context_length=10,
+                                                     degree=2), 100, quantile=1.0), "quantile"),
+    (lambda: linearity.best_predictor_loss(Q, PolyMap.monomials(4, [1])), "features"),
+    (lambda: linearity.best_affine_loss(TaskConfig(kind="linear", input_dim=2, context_length=5,
+                                                   covariance=COV2)), "covariance"),
+    (lambda: run_study("d3", ("trained",), shapes=[(4, 1)]), "shapes"),
+    (lambda: run_study("d3", ("references",), reference_slots=[4]), "reference_slots"),
+    (lambda: theory_values(TaskConfig(kind="poly", input_dim=3, context_length=100, degree=2),
+                           ModelConfig(kind="glu-lsa", depth=2, feature_slots=3, glu_reads="x"),
+                           reference_contexts=10), "reference_contexts"),
+    (lambda: deep_glu_lsa(3, [monomial_schedule(3, 10, 2, 3)[1]], [np.zeros((13, 13))], 10,
+                          "x+slots"), "feature_blocks"),  # a cubic needs a stored factor
+    (lambda: deep_glu_lsa(3, list(monomial_schedule(3, 10, 2, 3)), [np.zeros((13, 13))] * 2, 10,
+                          "x"), "feature_blocks"),  # reading x only, a GLU writes quadratics
+    (lambda: best_step_size(np.zeros((9, 9)), gd_moments(Q.target_features, kernel_features(3, 2),
+                                                         20)), "gamma"),
+    (lambda: run_experiment(Q, ModelConfig(kind="glu-lsa"), TrainConfig(steps=2, batch_size=50),
+                            "cpu", theory="no"), "theory"),
 ]
 
 
-@pytest.mark.parametrize(("config", "kwargs", "param"), BAD_CONFIGS)
-def test_a_bad_setting_names_the_parameter_and_what_is_allowed(config, kwargs, param):
+@pytest.mark.parametrize(("call", "param"), BAD_CALLS, ids=[p for _, p in BAD_CALLS])
+def test_bad_input_names_the_parameter_and_what_is_allowed(call, param):
     with pytest.raises(ConfigError) as info:
-        config(**kwargs)
+        call()
     assert info.value.param == param
-    assert param in str(info.value) and "allowed" in str(info.value)
+    assert str(info.value).startswith(f"{param}=") and "is not allowed: " in str(info.value)
 
 
-def test_unknown_or_missing_device():
-    with pytest.raises(ConfigError) as info:
-        resolve_device("tpu")
-    assert info.value.param == "device"
+def test_missing_device():
     if "cuda" not in available_devices():
         with pytest.raises(ConfigError, match="cuda"):
             resolve_device("cuda")
@@ -83,7 +149,8 @@ def _cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
 
 
 CLI_BAD = [(["--d", "0"], "d=0"), (["--lr", "-0.1"], "lr=-0.1"), (["--task", "cubic"], "task='cubic'"),
-           (["--device", "tpu"], "device='tpu'"), (["--task", "poly", "--degree", "0"], "degree=0")]
+           (["--device", "tpu"], "device='tpu'"), (["--task", "poly", "--degree", "0"], "degree=0"),
+           (["--threads=0"], "--threads=0"), (["--threads=lots"], "--threads='lots'")]
 if not torch.cuda.is_available():
     CLI_BAD.append((["--device", "cuda"], "device='cuda'"))
 
@@ -113,44 +180,6 @@ def test_cli_bad_input_in_a_real_process(tmp_path):
     assert not out.exists()
 
 
-def test_cli_theory_writes_values(tmp_path):
-    out = tmp_path / "theory.json"
-    assert main(["theory", "--task", "linear", "--d", "5", "--n", "20", "--json", str(out)]) == 0
-    data = json.loads(out.read_text())
-    assert data["theory_loss"] == pytest.approx(30 / 26, rel=1e-12)
-    assert data["null_loss"] == pytest.approx(5.0)
-    assert data["bound_loss"] is None
-    # the value is named by the book's numbered result, not by a section of private notes
-    assert data["theory_name"] == f"one-step linear GD optimum ({ref('thm-linear-optimum')})"
-
-
-def test_theory_values_name_the_book_results_they_compute():
-    quadratic = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2)
-    names = {
-        "lsa, linear task": theory_values(TaskConfig(kind="linear", input_dim=5, context_length=20),
-                                          ModelConfig(kind="lsa")),
-        "lsa, quadratic": theory_values(quadratic, ModelConfig(kind="lsa")),
-        "one full block": theory_values(quadratic, ModelConfig(kind="glu-lsa")),
-        "one block, m = 3": theory_values(quadratic, ModelConfig(kind="glu-lsa", feature_slots=3)),
-    }
-    expected = {"lsa, linear task": "Theorem 5", "lsa, quadratic": "Theorem 9 with psi = x",
-                "one full block": "Theorem 9", "one block, m = 3": "Proposition 12"}
-    for case, values in names.items():
-        assert f"({expected[case]}" in values.theory_name, (case, values.theory_name)
-        assert not re.search(r"\b3\.[1-5]\b", values.theory_name)  # no tag of the old notes
-    # the full block's optimum is Theorem 9 on (x; phi_2), exactly (Gaussian moments)
-    optimum = one_step_gd_optimum(quadratic.target_features, kernel_features(3, 2), 20)
-    assert names["one full block"].theory_loss == optimum.loss
-    assert names["lsa, linear task"].theory_loss == pytest.approx(30 / 26, rel=1e-12)
-
-
-def test_cli_names_the_linear_bound_by_its_corollary(capsys):
-    assert main(["theory", "--task", "poly", "--degree", "2", "--d", "3", "--model", "lsa"]) == 0
-    out = capsys.readouterr().out
-    assert f"a bound for LSA of any depth, {ref('cor-linear-bound')}" in out
-    assert ref("cor-linear-bound") == "Corollary 7"
-
-
 @pytest.mark.slow
 def test_cli_train_default_run(tmp_path):
     """The minimal command is a complete run that converges to the optimum."""
@@ -178,6 +207,9 @@ def test_monomial_counts():
     assert [monomial_count(5, k) for k in (2, 3)] == [15, 35]
     assert monomial_exponents(4, [1, 2, 3]).shape == (4 + 10 + 20, 4)
     assert (monomial_exponents(3, [2]).sum(axis=1) == 2).all()
+    assert TaskConfig(kind="poly", input_dim=3, context_length=20, degree=3).num_monomials == 19
+    assert TaskConfig(kind="poly", input_dim=3, context_length=20, degree=3,
+                      homogeneous=True).num_monomials == 10
 
 
 def test_gaussian_moment_rule():
@@ -229,14 +261,6 @@ def test_prompts_are_a_pure_function_of_seed_and_step():
     assert not torch.equal(a.x, c.x)
 
 
-def test_poly_labels_are_the_monomial_combination():
-    task = TaskConfig(kind="poly", input_dim=2, context_length=5, degree=2)
-    p = sample_prompts(task, 4, seed=0, step=0, dtype=torch.float64)
-    x1, x2 = p.x[..., 0], p.x[..., 1]
-    basis = torch.stack([x1, x2, x1 * x1, x1 * x2, x2 * x2], -1)
-    assert torch.allclose(p.y, torch.einsum("btk,bk->bt", basis, p.coefficients))
-
-
 def test_covariance_prompts():
     cov = ((2.0, 0.5), (0.5, 1.0))
     task = TaskConfig(kind="linear", input_dim=2, context_length=3, covariance=cov)
@@ -244,26 +268,6 @@ def test_covariance_prompts():
     sampled = (x.T @ x / x.shape[0]).numpy()
     assert np.abs(sampled - np.array(cov)).max() < 0.02
     assert null_loss(task) == pytest.approx(3.0)
-
-
-# ---------------------------------------------------------------- closed forms
-
-
-def test_isotropic_closed_form_matches_general_formula():
-    for d, n, sigma in [(5, 20, 0.0), (3, 7, 0.5), (1, 1, 2.0)]:
-        scale, loss = linear_gd_optimum_isotropic(d, n, sigma)
-        general = linear_gd_optimum(TaskConfig(kind="linear", input_dim=d, context_length=n, noise_std=sigma))
-        assert general.loss == pytest.approx(loss, rel=1e-12)
-        assert np.allclose(general.gamma, scale * np.eye(d), rtol=1e-12, atol=1e-14)
-    assert linear_gd_optimum_isotropic(5, 20)[1] == pytest.approx(30 / 26, rel=1e-15)
-
-
-def test_general_covariance_gamma_formula():
-    cov = np.array([[2.0, 0.3, 0.0], [0.3, 1.0, 0.2], [0.0, 0.2, 0.5]])
-    n, sigma = 10, 0.7
-    task = TaskConfig(kind="linear", input_dim=3, context_length=n, noise_std=sigma, covariance=tuple(map(tuple, cov)))
-    expected = np.linalg.inv((n + 1) / n * cov + (np.trace(cov) + sigma**2) / n * np.eye(3))
-    assert np.allclose(linear_gd_optimum(task).gamma, expected, rtol=1e-10)
 
 
 # ---------------------------------------------------------------- reproducibility
@@ -285,24 +289,6 @@ def test_same_seed_same_model_and_numbers():
     assert math.isfinite(r1.test.mean)
 
 
-def test_divergence_is_reported_with_step_and_learning_rate(capsys):
-    """A learning rate far too large for a deep LSA: a clear error, not NaN results."""
-    from nlicl_lib import TrainingDivergedError
-    from nlicl_lib.training.train import train
-
-    task = TaskConfig(kind="poly", input_dim=3, context_length=10, degree=2, homogeneous=True)
-    model = build_model(ModelConfig(kind="lsa", depth=4, attention_init_std=0.5), task, seed=0)
-    config = TrainConfig(steps=500, batch_size=64, learning_rate=50.0, grad_clip=None,
-                         schedule="constant")
-    with pytest.raises(TrainingDivergedError) as info:
-        train(model, task, config, "cpu", progress=False)
-    assert info.value.step < 500
-    assert "learning rate 50" in str(info.value) and "smaller learning rate" in str(info.value)
-    assert main(["train", "--task", "poly", "--d", "3", "--n", "10", "--homogeneous",
-                 "--depth", "4", "--lr", "1e6", "--steps", "300", "--batch", "64"]) == 1
-    assert "became" in capsys.readouterr().err
-
-
 @pytest.mark.parametrize("task", [
     TaskConfig(kind="poly", input_dim=3, context_length=30, degree=2),
     TaskConfig(kind="linear", input_dim=2, context_length=7, noise_std=0.3,
@@ -317,11 +303,8 @@ def test_sample_inputs_are_the_inputs_of_sample_prompts(task):
 
 
 def test_run_experiment_can_skip_the_theory_values():
-    from nlicl_lib import run_experiment
     task = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2)
     model = ModelConfig(kind="glu-lsa", depth=2, feature_slots=3, glu_reads="x")
     result = run_experiment(task, model, TrainConfig(steps=2, batch_size=50), "cpu",
                             progress=False, theory=False, max_test_prompts=2_000)
     assert result.theory.theory_loss is None and result.theory.null_loss == 15.0
-    with pytest.raises(ConfigError, match="theory"):
-        run_experiment(task, model, TrainConfig(steps=2, batch_size=50), "cpu", theory="no")

@@ -1,17 +1,5 @@
-"""What chapter 5 states about deep stacks, checked exactly where it can be and statistically
-where it cannot.
-
-* Theorem 13 (thm-depth-bcd) needs both assumptions: a GD-form stack whose GLUs never read the
-  label holds the residuals of its own partial predictor in the context labels (float64, to
-  rounding); the same stack with dense $P, Q$ (same GLUs) does not, Remark 14
-  (rem-full-attention).
-* Such a stack is linear in the context labels, which is what lets the test loss integrate the
-  task out (``nlicl_lib.training.evaluate``); dense attention, or a GLU reading the label, breaks it.
-* The test-loss estimators that integrate the task (and the query) out are unbiased: on a
-  depth-1 stack they agree with the exact loss of Theorem 9 (thm-feature-optimum), with the
-  model's own features and $\\Gamma$, and their standard errors are smaller than plain Monte
-  Carlo's on the same prompts.
-"""
+"""Chapter 5: Theorem 13 needs both its assumptions (GD-form attention, GLUs not reading the
+label), and the test-loss estimators that integrate the task and the query out are unbiased."""
 
 import numpy as np
 import pytest
@@ -69,7 +57,6 @@ def test_residual_identity_needs_the_gd_form_of_attention(reads):
     for a, b in zip(model.blocks, dense.blocks, strict=True):
         torch.testing.assert_close(a.glu.w1, b.glu.w1)
     gap = residual_gap(dense, prompts)
-    print(f"reads={reads}: GD form {residual_gap(model, prompts):.1e}, dense {gap:.2e}")
     assert gap > 1e-2
 
 
@@ -124,7 +111,6 @@ def test_integrated_estimators_agree_with_the_exact_one_block_loss(case):
     plain = test_loss(model, task, **common)
     task_only = test_loss(model, task, integrate="task", **common)
     both = test_loss(model, task, integrate="task+query", **common)
-    print(f"{case}: exact {exact:.5f}; plain {plain}; task {task_only}; task+query {both}")
     for estimate in (plain, task_only, both):
         assert abs(estimate.mean - exact) < 3 * estimate.std_error
     # integrating beta out removes at most a factor 3 of variance (module doc of evaluate), and
@@ -134,8 +120,6 @@ def test_integrated_estimators_agree_with_the_exact_one_block_loss(case):
 
 
 def test_task_integral_is_the_mean_over_tasks_and_noise_at_fixed_inputs():
-    """conditional_squared_errors at one prompt's inputs against the plain squared error
-    averaged over many draws of beta and of the label noise at those inputs."""
     task = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2, noise_std=0.5)
     model = gd_form_stack("x+slots", depth=2, seed=3)
     x = sample_prompts(task, 1, seed=0, step=0, dtype=torch.float64).x
@@ -151,14 +135,11 @@ def test_task_integral_is_the_mean_over_tasks_and_noise_at_fixed_inputs():
     integrated = float(conditional_squared_errors(model_predictor(model),
                                                   Prompts(x, y[:1], beta[:1]), task))
     mean, error = float(errors.mean()), float(errors.std() / np.sqrt(draws))
-    print(f"one input set: integrated {integrated:.5f}, over tasks {mean:.5f} +- {error:.5f}")
     assert abs(integrated - mean) < 4 * error
 
 
 @pytest.mark.slow
 def test_query_integral_is_the_mean_over_queries_at_a_fixed_context():
-    """The moment formula of context_conditional_loss against the task-integrated loss averaged
-    over many queries, one context, a depth-2 stack writing cubic features, noisy labels."""
     task = TaskConfig(kind="poly", input_dim=3, context_length=12, degree=3, noise_std=0.3)
     model = reference_model(TaskConfig(kind="poly", input_dim=3, context_length=12, degree=3), 10, 2)
     with torch.no_grad():
@@ -172,26 +153,11 @@ def test_query_integral_is_the_mean_over_queries_at_a_fixed_context():
         Prompts(x[:1], x.new_zeros(1, 13), x.new_zeros(1, 1)))
     mean = float(per_query.mean())
     error = float(per_query.std() / np.sqrt(per_query.numel()))
-    print(f"one context: integrated {float(integrated):.5f}, "
-          f"over queries {mean:.5f} +- {error:.5f}")
     assert abs(float(integrated) - mean) < 4 * error
     assert error < 0.05 * mean
 
 
-def test_ensemble_and_single_model_estimates_use_the_same_samples():
-    models = [reference_model(QUADRATIC, 3, 1), reference_model(QUADRATIC, 3, 2)]
-    together = test_loss(models, QUADRATIC, 3000, batch_size=1500, integrate="task+query")
-    mean, error = [t.mean for t in together], [t.std_error for t in together]
-    for k, model in enumerate(models):
-        alone = test_loss(model, QUADRATIC, integrate="task+query", batch_size=1500,
-                              min_prompts=3000, max_prompts=3000)
-        assert alone.num_prompts == 3000
-        np.testing.assert_allclose([alone.mean, alone.std_error], [mean[k], error[k]], rtol=1e-9)
-
-
 def test_is_gd_form_stack_is_what_theorem_13_assumes():
-    """run_experiment integrates the task and the query out exactly only for stacks that
-    satisfy Theorem 13 (thm-depth-bcd): sparse attention, bilinear GLUs not reading the label."""
     task = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2)
     assert is_gd_form_stack(build_model(ModelConfig(kind="glu-lsa", depth=2), task))
     assert is_gd_form_stack(build_model(

@@ -10,7 +10,6 @@ from pathlib import Path
 import plotly.graph_objects as go
 import pytest
 
-from nlicl_lib.core.models import GLU, LSA, gd_steps
 from nlicl_lib.pages import display
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,11 +69,3 @@ def test_the_cartesian_trace_list_is_the_bundles() -> None:
     assert registered == display.CARTESIAN_TRACES
 
 
-def test_the_code_the_chapters_show_fits_their_column(monkeypatch):
-    """The functions chapters 1, 3 and 5 show, as shown: no line over 78 characters (the text
-    column holds about 80 at 1280 px; the browser test checks the drawn width)."""
-    shown = []
-    monkeypatch.setattr(display, "display", lambda markdown: shown.append(markdown.data))
-    for function in (LSA.forward, GLU.hidden, GLU.forward, gd_steps):
-        display.show_source(function)
-    assert max(len(line) for code in shown for line in code.splitlines()) <= 78

@@ -10,7 +10,6 @@ from pathlib import Path
 import jupytext
 import pytest
 
-from nlicl_lib.pages import exercises
 from nlicl_lib.pages.chapter_exercises import CHECKERS
 from nlicl_lib.pages.exercises import (
     ExerciseFailed,
@@ -30,8 +29,6 @@ def test_check_close_passes_within_tolerance_and_fails_with_the_hint(capsys):
     with pytest.raises(ExerciseFailed) as failure:
         check_close(1.2, 1.0, rel=0.05, exercise="9.1", what="test loss",
                     theory="the optimum", hint="train longer")
-    message = str(failure.value)
-    assert "+20%" in message and "±5%" in message and "Hint: train longer" in message
     assert isinstance(failure.value, AssertionError) and failure.value.hint == "train longer"
     with pytest.raises(ExerciseFailed):
         check_close(0.8, 1.0, rel=0.05)
@@ -63,23 +60,6 @@ def test_attempt_waits_for_every_answer(capsys):
     attempt("9.2", lambda depth, rate: calls.append((depth, rate)), depth=3, rate=0.1)
     assert calls == [(3, 0.1)]
 
-
-def test_a_passed_check_records_its_cell_time_for_the_instructors_page(monkeypatch):
-    published = []
-    monkeypatch.setattr("nlicl_lib.pages.exercises.get_ipython", lambda: object())
-    monkeypatch.setattr("nlicl_lib.pages.exercises.publish_display_data",
-                        lambda data, metadata: published.append((data, metadata)))
-    exercises._on_cell_start()
-    check_close(1.0, 1.0, exercise="9.3", what="loss", title="A title")
-    data, metadata = published[0]
-    info = metadata[exercises.METADATA_KEY]
-    assert info["id"] == "9.3" and info["title"] == "A title"
-    assert info["seconds"] is not None and info["seconds"] >= 0
-    assert info["device"].startswith(("cpu", "cuda", "mps"))
-    assert "✓ Exercise 9.3" in data["text/plain"]
-
-
-# --- the chapters' exercise blocks ------------------------------------------------------------
 
 CHAPTERS = sorted((Path(__file__).resolve().parents[1] / "book").glob("ch*.md"))
 

@@ -1,10 +1,4 @@
-"""Every figure of the book is numbered and captioned, and the prose names figures by number.
-
-A figure is a code cell that calls ``show(`` (``nlicl_lib.pages.display.show``) with MyST-NB's
-figure options (``mystnb: figure: caption, name``), one figure per cell. The ``built`` test
-reads the built site: each ``div.nlicl-plotly`` sits in a ``<figure>`` whose ``<figcaption>``
-starts with its number ("Fig. 1.2").
-"""
+"""Every figure of the book is numbered and captioned, and the prose names figures by number."""
 
 from __future__ import annotations
 

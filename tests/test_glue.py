@@ -62,8 +62,6 @@ def test_glue_rejects_what_the_text_cannot_format(name, value, error, words):
         display.glue(name, value)
 
 
-# --- the Makefile's book-cache rule -------------------------------------------------------
-
 @pytest.fixture()
 def book_copy(tmp_path: Path) -> Path:
     """The files the digest reads, and a build with an execution cache and doctrees."""

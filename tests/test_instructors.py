@@ -1,6 +1,5 @@
-"""The instructors' pages: the five-week plan names exercises and problems that exist, every
-problem of ``book/instructor_problems.md`` has a solution, and the solutions' formulas agree
-with the library."""
+"""The instructors' pages: the plan names exercises that exist, every problem has a solution,
+and the solutions' formulas agree with the library."""
 
 from __future__ import annotations
 
@@ -62,22 +61,10 @@ def test_every_problem_has_a_distinct_label_a_title_and_a_solution():
     labels = [p.label for p in PROBLEMS]
     assert len(labels) == len(set(labels))
     for problem in PROBLEMS:
-        chapter, k = re.fullmatch(r"pp-(\d)-(\d)", problem.label).groups()
-        assert problem.title.startswith(f"Problem {chapter}.{k}: ")
-        assert problem.section.startswith(f"Chapter {chapter}:")
-        assert problem.solution, f"{problem.label} has no solution"
-        assert problem.statement and "{solution}" not in problem.statement
+        assert problem.statement and problem.solution, f"{problem.label} has no solution"
     text = PROBLEMS_PAGE.read_text(encoding="utf-8")
     solutions = re.findall(r"^````\{solution\} (\S+)\n:class: dropdown$", text, re.M)
     assert sorted(solutions) == sorted(labels), "every solution is a closed dropdown of a problem"
-
-
-def test_at_least_two_problems_per_chapter():
-    per_chapter = {}
-    for problem in PROBLEMS:
-        per_chapter.setdefault(problem.label.split("-")[1], []).append(problem)
-    assert sorted(per_chapter) == ["1", "2", "3", "4", "5"]
-    assert all(len(found) >= 2 for found in per_chapter.values())
 
 
 # --- the solutions' formulas, against the library -----------------------------------------------
@@ -109,7 +96,7 @@ def test_pp_1_3_two_steps_are_the_series():
     assert np.allclose(theta2, (g1 + g2 - g2 @ c @ g1) @ g)
 
 
-@pytest.mark.parametrize("d", [2, 3, 4])
+@pytest.mark.parametrize("d", [1, 2, 3, 5])
 def test_pp_2_2_quadratic_floors(d):
     pure = TaskConfig(kind="poly", input_dim=d, context_length=20, degree=2, homogeneous=True)
     assert closed_forms.null_loss(pure) == pytest.approx(d * (d + 5) / 2)

@@ -8,15 +8,15 @@ import torch
 
 from nlicl_lib.core.errors import ConfigError
 from nlicl_lib.core.models import ModelConfig, build_model
-from nlicl_lib.core.monomials import PolyMap, monomial_count, quadratic_form_matrix, second_moment
+from nlicl_lib.core.monomials import PolyMap, quadratic_form_matrix, second_moment
 from nlicl_lib.core.tasks import TaskConfig, sample_prompts
-from nlicl_lib.experiments.baselines import polynomial_kernel_features, ridge_path
 from nlicl_lib.theory import closed_forms
 from nlicl_lib.theory.constructions import (
     glu_slot_features,
     kernel_glu_lsa,
     polynomial_kernel_gamma,
 )
+from nlicl_lib.theory.depth import reference_model
 from nlicl_lib.theory.kernel import (
     captured_fraction,
     first_length_within,
@@ -27,13 +27,11 @@ from nlicl_lib.theory.kernel import (
     slot_feature_directions,
 )
 from nlicl_lib.theory.linearity import (
-    best_linear_weights,
-    line_probe,
     linearity_gap,
     predict_at_queries,
     query_weights,
 )
-from nlicl_lib.theory.predictors import kernel_gd, kernel_ridge, polynomial_kernel, ridge
+from nlicl_lib.theory.predictors import kernel_gd
 from nlicl_lib.training.evaluate import test_loss
 
 F64 = torch.float64
@@ -44,19 +42,6 @@ def prompts_for(task: TaskConfig, batch: int = 64, step: int = 0):
 
 
 # --- tasks (Definition 1 (def-prompts)) ---------------------------------------------------
-
-def test_polynomial_task_counts_and_errors():
-    assert [monomial_count(3, k) for k in (1, 2, 3)] == [3, 6, 10]
-    assert [monomial_count(5, k) for k in (2, 3)] == [15, 35]
-    assert TaskConfig(kind="poly", input_dim=3, context_length=20, degree=3).num_monomials == 19
-    assert TaskConfig(kind="poly", input_dim=3, context_length=20, degree=3, homogeneous=True).num_monomials == 10
-    with pytest.raises(ConfigError) as low:
-        TaskConfig(kind="poly", input_dim=3, context_length=20, degree=0)
-    assert low.value.param == "degree"
-    with pytest.raises(ConfigError) as big:
-        TaskConfig(kind="poly", input_dim=30, context_length=20, degree=4)
-    assert big.value.param == "degree" and "monomial count" in str(big.value)
-
 
 def test_polynomial_task_labels_are_the_drawn_polynomial():
     task = TaskConfig(kind="poly", input_dim=3, context_length=5, degree=2, homogeneous=True)
@@ -86,39 +71,6 @@ def test_lsa_of_any_depth_is_linear_in_the_query(depth, attention):
     assert torch.allclose(direct, model(prompts.embed(0)), rtol=1e-12, atol=1e-12)
 
 
-def test_a_glu_block_is_not_linear_in_the_query():
-    task = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2)
-    model = build_model(ModelConfig(kind="glu-lsa"), task, seed=0, dtype=F64)
-    assert linearity_gap(model, prompts_for(task)) > 1e-2
-
-
-def test_line_probe_and_best_linear_weights():
-    task = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2)
-    prompts = prompts_for(task, 4)
-    # the best linear predictor of y = beta^T (x; phi_2) is the linear part of beta (E[x x_j x_k] = 0)
-    assert np.allclose(best_linear_weights(task, prompts.coefficients),
-                       prompts.coefficients[:, :3].numpy())
-    model = build_model(ModelConfig(kind="lsa", depth=2, attention_init_std=0.2), task, seed=1, dtype=F64)
-    probe = line_probe(model, task, prompts, [0.3, -0.2, 0.1], [1.0, 0.5, -1.0],
-                       np.linspace(-2, 2, 9))
-    assert probe.curvature < 1e-10 * max(1.0, np.abs(probe.predictions).max())
-    t = probe.offsets
-    second_difference = probe.targets[:-2] - 2 * probe.targets[1:-1] + probe.targets[2:]
-    assert np.allclose(second_difference, second_difference[0]) and abs(second_difference[0]) > 0
-    assert np.allclose(np.diff(probe.best_linear, 2), 0.0, atol=1e-12)
-    assert t.shape == probe.predictions.shape
-
-
-def test_best_linear_bound_of_pure_and_mixed_quadratic_tasks():
-    pure = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2, homogeneous=True)
-    mixed = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2)
-    assert closed_forms.best_linear_loss(pure) == pytest.approx(closed_forms.null_loss(pure))  # nothing linear
-    assert closed_forms.best_linear_loss(mixed) / closed_forms.null_loss(mixed) == pytest.approx(12 / 15)
-    # one step of linear GD on the pure quadratic task cannot do better than predicting 0
-    optimum = closed_forms.linear_gd_optimum(pure)
-    assert np.allclose(optimum.gamma, 0.0) and optimum.normalised_loss == pytest.approx(1.0)
-
-
 # --- chapter 3: one GLU-LSA block is one step of kernel GD -----------------------------------
 
 @pytest.mark.parametrize("input_dim", [2, 3])
@@ -145,20 +97,6 @@ def test_constructed_glu_lsa_equals_explicit_kernel_gd(input_dim):
                               atol=1e-12)
 
 
-def test_one_step_kernel_optimum_and_its_asymptote():
-    task = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2)
-    optimum = closed_forms.one_step_kernel_gd_optimum(task)
-    model = kernel_glu_lsa(3, optimum.gamma)
-    from nlicl_lib.theory.values import exact_model_loss
-    assert exact_model_loss(model, task) == pytest.approx(optimum.loss, rel=1e-10)
-    # L*(n) ~ c / n
-    constant = closed_forms.one_step_gd_asymptote(task)
-    far = TaskConfig(kind="poly", input_dim=3, context_length=200_000, degree=2)
-    assert closed_forms.one_step_kernel_gd_optimum(far).loss * 200_000 / constant == pytest.approx(
-        1.0, rel=1e-3)
-    assert closed_forms.one_step_gd_asymptote(TaskConfig(kind="linear", input_dim=4, context_length=20)) == 20.0
-
-
 def test_monte_carlo_agrees_with_the_exact_kernel_optimum():
     task = TaskConfig(kind="poly", input_dim=3, context_length=20, degree=2)
     optimum = closed_forms.one_step_kernel_gd_optimum(task)
@@ -179,7 +117,10 @@ def test_quadratic_form_matrix_is_what_the_glu_writes():
 
 
 GD_FORM_STACKS = [
+    None,  # the greedy construction, reference_model
     ModelConfig(kind="lsa", attention="sparse", depth=3),
+    ModelConfig(kind="glu-lsa", feature_slots=3, glu_width=6),
+    ModelConfig(kind="glu-lsa", depth=3, feature_slots=2, glu_width=4, glu_reads="x"),
     ModelConfig(kind="glu-lsa"),
     ModelConfig(kind="glu-lsa", glu_init="normal"),
     ModelConfig(kind="glu-lsa", depth=2, feature_slots=4, glu_width=2),
@@ -187,13 +128,15 @@ GD_FORM_STACKS = [
 ]
 
 
-@pytest.mark.parametrize("config", GD_FORM_STACKS, ids=lambda c: f"{c.kind}-L{c.depth}-m{c.feature_slots}")
+@pytest.mark.parametrize("config", GD_FORM_STACKS,
+                         ids=lambda c: f"{c.kind}-L{c.depth}-m{c.feature_slots}-h{c.glu_width}"
+                         if c else "reference")
 def test_the_statistics_forward_is_the_token_forward(config):
-    """``forward_statistics`` (the recursion on g-bar, H and mu(x_{n+1})) against the forward
-    pass over every token, predictions and gradients, in float64, with trained-looking
-    preconditioners (every Gamma drawn at scale 0.3, not the tiny initial one)."""
+    """The recursion on the prompt's statistics against the forward pass over every token,
+    predictions and gradients (float64), with every Gamma drawn at scale 0.3."""
     task = TaskConfig(kind="poly", input_dim=3, context_length=12, degree=2, noise_std=0.3)
-    model = build_model(config, task, seed=5, dtype=F64)
+    model = (build_model(config, task, seed=5, dtype=F64) if config else
+             reference_model(TaskConfig(kind="poly", input_dim=3, context_length=12, degree=2), 3, 2))
     with torch.no_grad():
         for block in model.blocks:
             block.lsa.gamma.normal_(0.0, 0.3)
@@ -221,22 +164,6 @@ def test_only_stacks_in_the_gd_form_take_statistics():
         with pytest.raises(ConfigError) as info:
             model.prompt_statistics(prompts.x, prompts.y)
         assert info.value.param == "model"
-
-
-# --- baselines: kernel ridge through weighted monomials ------------------------------------
-
-@pytest.mark.parametrize("degree", [1, 2, 3])
-def test_polynomial_kernel_features_reproduce_the_kernel_and_kernel_ridge(degree):
-    task = TaskConfig(kind="poly", input_dim=3, context_length=12, degree=degree)
-    prompts = prompts_for(task, 16)
-    features = polynomial_kernel_features(3, degree, 1.5)
-    kernel = polynomial_kernel(degree, 1.5)
-    a, b = prompts.x[:, :5], prompts.x[:, 5:9]
-    assert torch.allclose(features(a) @ features(b).transpose(1, 2), kernel(a, b), rtol=1e-12)
-    via_features = ridge(prompts, 0.05, features)
-    assert torch.allclose(via_features, kernel_ridge(prompts, kernel, 0.05), rtol=1e-9, atol=1e-9)
-    assert torch.allclose(ridge_path(prompts, [0.3, 0.05], features)[1], via_features,
-                          rtol=1e-9, atol=1e-9)
 
 
 # --- what a GLU writes ----------------------------------------------------------------------

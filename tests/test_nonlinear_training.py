@@ -39,10 +39,6 @@ def test_theory_command_reports_bound_and_kernel_optimum(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("depth", [1, 3])
 def test_trained_lsa_cannot_beat_zero_on_the_pure_quadratic_task(tmp_path, depth):
-    """Corollary 7 (cor-linear-bound): the best linear predictor of the pure quadratic is 0, so no
-    LSA of any depth beats the zero predictor; trained, it stays there (and does not get worse).
-    A model that learned nothing would pass that too, so the same architecture and settings must
-    learn the linear task: its batch loss falls from about E[y^2] to below a fifth of it."""
     # default learning rate (0.02 / depth) and clipping; depth 3 with fewer, smaller steps
     shorter = {} if depth == 1 else {"steps": 300, "batch_size": 1000}
     flags = [] if depth == 1 else ["--steps", "300", "--batch", "1000"]

@@ -7,7 +7,6 @@ import pytest
 import torch
 
 from nlicl_lib.core import tasks
-from nlicl_lib.core.seeding import STREAM_TRAIN, generator
 from nlicl_lib.core.tasks import PART_SIZE, TaskConfig, sample_prompts
 
 TASKS = [
@@ -32,14 +31,3 @@ def test_batches_do_not_depend_on_the_thread_count(task, monkeypatch):
     assert not torch.equal(parallel.x[:10], parallel.x[PART_SIZE:PART_SIZE + 10])
 
 
-def test_one_part_is_one_generator_in_draw_order():
-    task = TASKS[0]
-    prompts = sample_prompts(task, 50, seed=1, step=2, dtype=torch.float64)
-    gen = generator(1, STREAM_TRAIN, 2, torch.device("cpu"))
-    x = torch.randn(50, 21, 5, generator=gen, dtype=torch.float64)
-    w = torch.randn(50, 5, generator=gen, dtype=torch.float64)
-    noise = torch.randn(50, 20, generator=gen, dtype=torch.float64)
-    assert torch.equal(prompts.x, x) and torch.equal(prompts.coefficients, w)
-    clean = torch.einsum("btd,bd->bt", x, w)
-    assert torch.allclose(prompts.y[:, :20], clean[:, :20] + 0.5 * noise)
-    assert torch.allclose(prompts.y[:, 20], clean[:, 20])

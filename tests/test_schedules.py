@@ -1,14 +1,4 @@
-r"""The learning-rate schedules of :class:`~nlicl_lib.training.train.TrainConfig`, at known steps.
-
-With peak rate $\eta$, $T$ steps and $w = \lfloor f T \rfloor$ warm-up steps (``"onecycle"``;
-$w = 0$ for ``"cosine"``):
-
-$$\eta_t = \eta\,\big(0.04 + 0.96\,t/w\big) \quad (t < w), \qquad
-  \eta_t = \eta\,\big(0.01 + 0.99 \cdot \tfrac12 (1 + \cos \pi p_t)\big), \quad
-  p_t = \frac{t - w}{\max(1, T - w)} \quad (t \ge w),$$
-
-and $\eta_t = \eta$ for ``"constant"``. The values below are these formulas worked out by hand.
-"""
+"""The learning-rate schedules of ``TrainConfig`` at known steps, worked out by hand."""
 
 from __future__ import annotations
 
@@ -17,12 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from nlicl_lib.core.errors import ConfigError
-from nlicl_lib.training.train import SCHEDULES, TrainConfig
-
-
-def test_every_schedule_is_tested_here():
-    assert set(SCHEDULES) == {"constant", "onecycle", "cosine"}
+from nlicl_lib.training.train import TrainConfig
 
 
 def test_constant_is_the_peak_rate_at_every_step():
@@ -71,7 +56,6 @@ def test_cosine_ignores_the_warmup_fraction():
 
 
 def test_onecycle_without_warmup_steps_is_the_cosine():
-    """w = floor(f T) = 0 (f = 0, or f T < 1): onecycle starts at the peak, like cosine."""
     for steps, fraction in ((50, 0.0), (5, 0.1)):
         one = TrainConfig(steps=steps, schedule="onecycle", warmup_fraction=fraction)
         cos = TrainConfig(steps=steps, schedule="cosine")
@@ -81,8 +65,6 @@ def test_onecycle_without_warmup_steps_is_the_cosine():
 
 
 def test_onecycle_all_warmup_and_one_step():
-    """f = 1: every step warms up, and the rate reaches the peak only at t = T. T = 1: one step
-    of cosine at the peak (the max(1, T - w) keeps p finite)."""
     config = TrainConfig(steps=20, learning_rate=0.01, warmup_fraction=1.0)
     assert config.learning_rate_at(19) == pytest.approx(0.01 * (0.04 + 0.96 * 19 / 20), rel=1e-14)
     assert config.learning_rate_at(20) == pytest.approx(0.01, rel=1e-14)
@@ -91,27 +73,3 @@ def test_onecycle_all_warmup_and_one_step():
     assert single.learning_rate_at(1) == pytest.approx(0.0001, rel=1e-14)
 
 
-@pytest.mark.parametrize("name", ["linear", "OneCycle", "", "cosine "])
-def test_unknown_schedule_is_refused_with_its_name(name):
-    with pytest.raises(ConfigError) as error:
-        TrainConfig(schedule=name)
-    assert error.value.param == "schedule" and error.value.value == name
-    message = str(error.value)
-    assert f"schedule={name!r}" in message
-    assert all(allowed in message for allowed in SCHEDULES)
-
-
-@pytest.mark.parametrize(("param", "value"), [("warmup_fraction", -0.1), ("warmup_fraction", 1.5),
-                                              ("learning_rate", 0.0), ("steps", 0)])
-def test_bad_schedule_parameters_are_refused(param, value):
-    with pytest.raises(ConfigError):
-        TrainConfig(**{param: value})
-
-
-@pytest.mark.parametrize("schedule", SCHEDULES)
-@pytest.mark.parametrize("step", [-1, 101])
-def test_a_step_outside_the_run_is_refused(step, schedule):
-    config = TrainConfig(steps=100, learning_rate=0.01, schedule=schedule)
-    with pytest.raises(ConfigError) as error:
-        config.learning_rate_at(step)
-    assert error.value.param == "step"

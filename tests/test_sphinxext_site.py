@@ -1,8 +1,5 @@
-"""nlicl_site (book/_ext/nlicl_site.py), the book's Sphinx extension: the vendored plotly.js is the plotly
-package's, no page holds widget state, and a static file's change rewrites every page.
-
-Unit tests and one-page Sphinx builds (no book build): they run with ``make test``.
-"""
+"""The book's Sphinx extension (book/_ext/nlicl_site.py): vendored plotly.js, no widget
+state in pages, a static file's change rewrites every page."""
 
 from __future__ import annotations
 

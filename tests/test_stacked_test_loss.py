@@ -1,7 +1,5 @@
-r"""The one test-loss estimator on several models,
-:func:`nlicl_lib.training.evaluate.test_loss`: every model's samples equal its own loss
-measured alone on the same test prompts (float64, 1e-10), whatever its slots $m$, width $h$ and
-depth $L$, and the standard error is $\hat s / \sqrt N$ with $\hat s^2 = \frac1N \sum_j (e_j - \bar e)^2$."""
+"""``test_loss`` on several models: each model's samples are its own loss on the same prompts,
+and the standard error is the population standard deviation over sqrt(N)."""
 
 from __future__ import annotations
 
@@ -11,12 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from nlicl_lib.core.errors import ConfigError
 from nlicl_lib.core.models import ModelConfig, build_model
 from nlicl_lib.core.seeding import STREAM_TEST
 from nlicl_lib.core.tasks import TaskConfig, sample_prompts
 from nlicl_lib.theory.depth import context_conditional_loss
-from nlicl_lib.theory.values import exact_model_loss
 from nlicl_lib.training.evaluate import (
     conditional_squared_errors,
     model_predictor,
@@ -90,33 +86,3 @@ def test_each_member_is_its_own_loss_on_the_same_prompts(members, integrate, alo
         assert error[e] == pytest.approx(spread / math.sqrt(NUM_PROMPTS), rel=1e-9)
 
 
-def test_integrating_out_agrees_with_plain_monte_carlo_and_the_exact_loss(members):
-    """Three estimators of the same loss (each unbiased) agree within their errors; for a depth-1
-    member the exact loss (Theorem 9 (thm-feature-optimum)) lies within them too. The integrated
-    estimates are the more precise."""
-    plain, plain_error = losses_of(members, TASK, 10000, 5000, integrate="none")
-    exact, exact_error = losses_of(members, TASK, 10000, 5000)
-    assert np.all(exact_error < plain_error)
-    assert np.all(np.abs(plain - exact) < 4 * np.hypot(plain_error, exact_error))
-    for e, model in enumerate(members[:2]):
-        assert abs(exact[e] - exact_model_loss(model, TASK)) < 4 * exact_error[e]
-
-
-def test_a_member_alone_is_the_same_as_in_the_stack(members):
-    alone = losses_of(members[2:3], TASK, 1000, 500, integrate="none")
-    together = losses_of(members, TASK, 1000, 500, integrate="none")
-    assert alone[0][0] == pytest.approx(together[0][2], rel=1e-12)
-    assert alone[1][0] == pytest.approx(together[1][2], rel=1e-12)
-
-
-def test_another_seed_draws_other_prompts(members):
-    first, _ = losses_of(members[:1], TASK, 500, 500, seed=0, integrate="none")
-    second, _ = losses_of(members[:1], TASK, 500, 500, seed=1, integrate="none")
-    assert first[0] != second[0]
-    assert second[0] == pytest.approx(_own(_plain(members[0]), 500, seed=1).mean(), rel=1e-10)
-
-
-def test_an_unknown_integration_is_refused(members):
-    with pytest.raises(ConfigError) as error:
-        losses_of(members, TASK, 100, 100, integrate="query")
-    assert error.value.param == "integrate"

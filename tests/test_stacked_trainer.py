@@ -1,10 +1,5 @@
-"""The one trainer on many models at once (``train`` with a list) and the one test-loss
-estimator on many models.
-
-Every model trained with others must take the steps it takes alone (float64, to 1e-10): those of
-one architecture share one mapped pass, stacks in the GD form of any shape share one batch's
-statistics and one recursion, models with other tasks or seeds read their own prompts.
-"""
+"""Every model trained with others takes the steps it takes alone (float64, to 1e-10), and the
+one test-loss estimator gives each model what it gives alone."""
 
 from __future__ import annotations
 
@@ -18,7 +13,7 @@ from nlicl_lib.core.errors import ConfigError
 from nlicl_lib.core.models import ModelConfig, build_model
 from nlicl_lib.core.tasks import TaskConfig
 from nlicl_lib.training.evaluate import test_loss
-from nlicl_lib.training.train import TrainConfig, clip_per_member, train
+from nlicl_lib.training.train import TrainConfig, train
 
 F64 = torch.float64
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -70,24 +65,7 @@ def test_models_trained_together_follow_train_alone(case, grad_clip):
             torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
 
 
-def test_clipping_per_member_is_clip_grad_norm_of_each_member():
-    gen = torch.Generator().manual_seed(1)
-    grads = [torch.randn(4, 3, 2, generator=gen, dtype=F64) * s for s in (0.1, 1.0, 10.0)]
-    grads.append(torch.randn(4, 6, generator=gen, dtype=F64) * 0.01)
-    clipped = [g.clone() for g in grads]
-    clip_per_member(clipped, 1.5)
-    for e in range(4):
-        alone = [torch.nn.Parameter(torch.zeros_like(g[e])) for g in grads]
-        for p, g in zip(alone, grads, strict=True):
-            p.grad = g[e].clone()
-        torch.nn.utils.clip_grad_norm_(alone, 1.5)
-        for p, c in zip(alone, clipped, strict=True):
-            torch.testing.assert_close(p.grad, c[e], rtol=1e-14, atol=0.0)
-
-
 def test_one_estimator_for_one_model_and_for_several():
-    """test_loss of several models, of each alone, and stopped at a precision after the same
-    prompts: the same numbers, bit for bit (they read the same prompts)."""
     task = quadratic(10)
     models = [build_model(ModelConfig(kind="glu-lsa", depth=L, feature_slots=2), task, seed=L)
               for L in (1, 2)]

@@ -1,9 +1,4 @@
-"""The stored ``reproduce`` rows the Results page shows: current, consistent, dated.
-
-``test_no_stored_row_is_stale`` recomputes each row's key (hashing the experiment's settings and
-the code it runs, no training) and fails when one no longer matches: run ``make reproduce`` and
-commit ``nlicl_lib/experiments/data/reproduce.json``.
-"""
+"""The stored ``reproduce`` rows the Results page shows: current, consistent, dated."""
 
 from __future__ import annotations
 
@@ -14,6 +9,8 @@ from dataclasses import asdict
 
 import pytest
 
+from nlicl_lib.core.models import ModelConfig
+from nlicl_lib.core.tasks import TaskConfig
 from nlicl_lib.experiments import reproduce, stored_results
 from nlicl_lib.experiments.reproduce import EXPERIMENTS, Row, table_html
 from nlicl_lib.experiments.stored_results import (
@@ -23,6 +20,7 @@ from nlicl_lib.experiments.stored_results import (
     stale_rows,
 )
 from nlicl_lib.theory.values import EXACT_OPTIMUM, LOWER_BOUND, MONTE_CARLO_REFERENCE, OPTIMISED_EXACT
+from nlicl_lib.training.settings import PURPOSES, default_train_config
 
 REFERENCE_KINDS = {EXACT_OPTIMUM, OPTIMISED_EXACT, LOWER_BOUND, MONTE_CARLO_REFERENCE}
 
@@ -110,6 +108,10 @@ def test_planned_settings_are_what_the_experiment_trains_with(monkeypatch):
             experiment.run("cpu", 3, False)
         planned = reproduce.experiment_settings(name, 3)
         assert {k: planned[k] for k in ("task", "model", "train")} == seen[-1], name
+        # and they are the settings of a named purpose
+        task, model = TaskConfig(**planned["task"]), ModelConfig(**planned["model"])
+        assert any(asdict(default_train_config(task, model, purpose=p, seed=3)) == planned["train"]
+                   for p in PURPOSES), name
 
 
 def test_store_writes_a_file_the_page_reads(tmp_path, monkeypatch):

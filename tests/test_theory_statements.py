@@ -1,19 +1,5 @@
-"""The statements chapter 3 and ``nlicl_lib.theory.closed_forms`` make about the one-step optimum.
-
-Each test checks one sentence of the book, in float64 against an exact rational computation
-where there is one:
-
-* Theorem 9 (thm-feature-optimum) holds for any features, and reduces to Corollary 10
-  (cor-same-span), $\\Gamma^* = S B^{-1}$, only when the features span exactly the target's
-  monomials: features outside that span can lower the optimum strictly;
-* the optimal $\\Gamma^*$ of chapter 3's quadratic task is symmetric positive definite (so the
-  best step there is a kernel-regression step), that of the cubic task is not;
-* Proposition 11 (prop-one-over-n): $\\mathcal L^*(n) \\le \\min(c/n, \\mathbb E[y^2])$, with
-  $\\Gamma = S^{-1}$ at exactly $c/n$, $n\\mathcal L^*(n) \\to c$, and a fall slower than $1/n$
-  over the context lengths chapter 3 trains on;
-* Exercise 3.2's solution: with seed 1 the ``"large"`` initialisation keeps all six feature
-  directions and ``"normal"`` loses one.
-"""
+"""Chapter 3's statements on the one-step optimum (Theorem 9, Corollary 10, Propositions 8 and
+11, Exercise 3.2), in float64 against exact rational computations where there are some."""
 
 from __future__ import annotations
 
@@ -21,7 +7,6 @@ import numpy as np
 import pytest
 import sympy
 
-from nlicl_lib.core.errors import ConfigError
 from nlicl_lib.core.monomials import PolyMap, moment_matrix, squared_norm
 from nlicl_lib.core.tasks import TaskConfig
 from nlicl_lib.pages.ch3 import context_length_grid
@@ -130,8 +115,6 @@ def test_the_optimum_depends_on_the_features_only_through_their_span():
 # --- when k_Gamma is a kernel (Proposition 8) ---------------------------------------------------
 
 def test_the_quadratic_tasks_optimal_gamma_is_symmetric_positive_definite():
-    """Chapter 3: Gamma* = S B^-1 for d = 3, degree <= 2, n = 20 is symmetric (S and F commute)
-    with eigenvalues 50/381 to 5/13: the best step is one step of kernel regression."""
     optimum = closed_forms.one_step_kernel_gd_optimum(QUADRATIC_3D)
     check = closed_forms.kernel_check(optimum.gamma)
     assert check.asymmetry < 1e-14
@@ -145,8 +128,6 @@ def test_the_quadratic_tasks_optimal_gamma_is_symmetric_positive_definite():
 
 
 def test_the_cubic_tasks_optimal_gamma_is_not_a_kernel():
-    """Chapter 3: on all monomials up to degree 3 the optimal Gamma* is far from symmetric and its
-    symmetric part is indefinite: the best step is a preconditioned GD step, not a kernel step."""
     optimum = closed_forms.one_step_kernel_gd_optimum(CUBIC_3D)
     check = closed_forms.kernel_check(optimum.gamma)
     gamma, _, _ = _exact_optimum(CUBIC_3D.target_features, CUBIC_3D.target_features, 20)
@@ -220,8 +201,6 @@ def test_the_linear_task_reaches_its_closed_form():
 
 
 def test_over_chapter_3s_context_lengths_the_fall_is_slower_than_one_over_n():
-    """Chapter 3's quadratic task: the crossover c / E[y^2] = 28.56, and the local log-log slope
-    of L*(n) between the trained context lengths 10..160 lies in (-0.8, -0.3), not -1."""
     phi = QUADRATIC_3D.target_features
     c = closed_forms.one_step_gd_asymptote(QUADRATIC_3D)
     assert c / closed_forms.null_loss(QUADRATIC_3D) == pytest.approx(28.56, rel=1e-12)
@@ -271,5 +250,3 @@ def test_best_step_size_is_the_minimum_along_gamma():
     plus, minus = (closed_forms.gd_loss_from_moments(s * gamma, moments) for s in (1, -1))
     curvature = (plus + minus) / 2 - moments.s_ff_trace
     assert step == pytest.approx((minus - plus) / 4 / curvature, rel=1e-12)
-    with pytest.raises(ConfigError, match="gamma"):
-        closed_forms.best_step_size(0 * gamma, moments)

@@ -1,9 +1,4 @@
-"""The publishing workflow, ``.github/workflows/publish.yml``, checked without GitHub: it
-validates against GitHub's workflow schema (vendored by ``check-jsonschema``: no network), runs
-the ``make`` targets of ``.ci/run`` in their order with torch from the CPU index, restores the
-execution cache that ``make book`` keys on its inputs, and publishes ``_build/html`` to the
-branch the Colab and Binder buttons open, from a push to main only, after the tests passed.
-"""
+"""The publishing workflow, ``.github/workflows/publish.yml``, checked without GitHub."""
 
 from __future__ import annotations
 
@@ -17,7 +12,6 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW = ROOT / ".github" / "workflows" / "publish.yml"
-CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 SITE = "_build/html"
 
 
@@ -44,12 +38,6 @@ def uses(step: dict, action: str) -> bool:
     return step.get("uses", "").split("@")[0] == action
 
 
-def make_variable(name: str) -> str:
-    return subprocess.run(["make", "-s", "--no-print-directory", "--eval",
-                           "nlicl-print-%: ; @echo $($*)", f"nlicl-print-{name}"],
-                          cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
-
-
 def runs(condition: object, event: str, ref: str) -> bool:
     """An ``if:`` made of github.ref, github.event_name, string literals, ==, !=, &&, || and !."""
     if condition is None:
@@ -69,43 +57,6 @@ def test_matches_githubs_workflow_schema():
         result = subprocess.run([sys.executable, "-m", "check_jsonschema", "--builtin-schema",
                                  schema, str(WORKFLOW)], capture_output=True, text=True, timeout=120)
         assert result.returncode == 0, f"{schema}:\n{result.stdout}{result.stderr}"
-
-
-def test_runs_what_ci_runs_in_its_order_with_torch_for_the_cpu(workflow):
-    ci = re.findall(r"(?m)^\s*make\s+([A-Za-z0-9_.-]+)\s*$", (ROOT / ".ci" / "run").read_text())
-    assert ci[:4] == ["lint", "test", "test-slow", "book"], f".ci/run's targets read as {ci}"
-    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
-    for job_id, job in workflow["jobs"].items():
-        targets = job_targets(job)
-        assert all(re.search(rf"(?m)^{re.escape(t)}\s*:", makefile) for t in targets), targets
-        in_ci = [t for t in targets if t in ci]
-        assert in_ci == sorted(in_ci, key=ci.index), f"job {job_id} makes {in_ci}, .ci/run {ci}"
-        for step in steps(job):
-            if make_targets(step.get("run", "")):
-                env = {**(workflow.get("env") or {}), **(job.get("env") or {}),
-                       **(step.get("env") or {})}
-                assert env.get("PIP_EXTRA_INDEX_URL") == CPU_INDEX and "PIP_INDEX_URL" not in env
-                if "book" in make_targets(step["run"]):
-                    assert "github.sha" in str(env.get("NLICL_COMMIT")), "the build's commit"
-        if "browser-test" in targets:  # Debian's chromium, as `make chromium` installs it
-            assert re.match(r"^python:3\.11[.\d]*-bookworm$", str(job.get("container")))
-    assert set(ci) <= {t for job in workflow["jobs"].values() for t in job_targets(job)}
-
-
-def test_the_execution_cache_is_restored_by_the_books_digest_and_saved(workflow):
-    cached = [p for name in ("BOOK_CACHES", "BOOK_INPUTS_STAMP", "EXTENSION_INPUTS_STAMP")
-              for p in make_variable(name).split()]
-    assert "_build/.jupyter_cache" in cached
-    (job,) = [job for job in workflow["jobs"].values() if "book" in job_targets(job)]
-    restore = next(s for s in steps(job) if uses(s, "actions/cache/restore"))
-    paths = [p.strip().removeprefix("./").rstrip("/") for p in restore["with"]["path"].split()]
-    assert sorted(paths) == sorted(cached), "restored together with the stamps that clear them"
-    key = restore["with"]["key"]
-    # keyed on the digest, and new in every run (a saved key is never overwritten)
-    assert "steps.digest.outputs.digest" in key and "github.run_id" in key
-    assert all(key.startswith(p) for p in restore["with"]["restore-keys"].splitlines())
-    save = next(s for s in steps(job) if uses(s, "actions/cache/save"))
-    assert f"steps.{restore['id']}.outputs.cache-primary-key" in save["with"]["key"]
 
 
 @pytest.mark.parametrize(("event", "ref", "publishes"), [
