@@ -186,11 +186,9 @@ def run_notebook(python: Path, notebook: nbformat.NotebookNode, folder: Path, *,
         client = NotebookClient(prepared, km=manager, timeout=timeout_s, allow_errors=False,
                                 kernel_name=KERNEL_NAME,
                                 resources={"metadata": {"path": str(folder)}})
-        # No stand-in for ipywidgets' Output widget: nbclient's sends the widget's outputs back
-        # to the kernel on the shell channel while it awaits the cell's reply there, and the
-        # reply's wake-up is then sometimes missed until the cell timeout (jupyter/nbclient#312,
-        # open; measured here: a panel press that trains in 5 s held for 600 s in 2 of 3 CI runs).
-        # These tests read what a cell prints, never an Output widget's state.
+        # No stand-in for the Output widget (the tests read what cells print): nbclient's sends on
+        # the shell channel while awaiting a reply there, whose wake-up is then missed until the
+        # cell timeout (jupyter/nbclient#312; a 5 s panel press held 600 s in 2 of 3 CI runs)
         client.widget_registry = {}
         start = time.perf_counter()
         # cleanup_kc: shut the kernel down afterwards (nbclient keeps a kernel it did not start)

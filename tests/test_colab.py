@@ -8,9 +8,8 @@ dependencies, from the repository (``pip install --no-deps git+<url>.git@<ref>``
 ``google.colab`` is imported. Each copy runs in a fresh kernel of a venv of those versions
 (``.envs/colab``, without nlicl_lib), with ``google.colab`` importable and the install cell's
 address replaced by a bare clone of this repository, so that pip installs the ref the cell
-names (the committed library: uncommitted changes are not what runs). Then the kernel must have
-imported nlicl_lib from that install, the chapter's panel must train once when its Train
-button is pressed, and the peak memory must stay under 1 GB.
+names (the committed library, not uncommitted changes). Then the kernel must have imported
+nlicl_lib from that install, its panel must train once when Train is pressed, under 1 GB.
 """
 
 from __future__ import annotations
