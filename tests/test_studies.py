@@ -1,5 +1,5 @@
-"""Chapter 5's stored studies: the stored files are what the scripts make, and the page's
-numbers follow from them."""
+"""The stored studies (chapter 4's full blocks, chapter 5's depth study and free stacks): the
+stored files are what the scripts make, and the pages' sentences follow from them."""
 
 import json
 import subprocess
@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from nlicl_lib.core.tasks import sample_prompts
+from nlicl_lib.core.models import ModelConfig, build_model
+from nlicl_lib.core.tasks import TaskConfig, sample_prompts
 from nlicl_lib.experiments import studies
 from nlicl_lib.experiments.studies import (
     FIT_SAMPLES,
@@ -24,8 +25,10 @@ from nlicl_lib.experiments.studies import (
     shape_key,
     stack_weights,
 )
+from nlicl_lib.pages import ch4
 from nlicl_lib.pages.ch5 import study_values
 from nlicl_lib.theory import depth
+from nlicl_lib.theory.capacity import slot_increments
 from nlicl_lib.training.evaluate import test_loss
 from nlicl_lib.training.settings import default_train_config
 from nlicl_lib.training.train import train
@@ -204,3 +207,43 @@ def test_agreement_of_a_free_block_falls_when_its_glu_reads_the_label():
         model.blocks[0].glu.w2[:, -1] = 1.0
         model.blocks[0].lsa.p.copy_(torch.eye(7))
     assert depth.stream_agreement(model, prompts)[0] < 0.9
+
+
+# chapter 4's full blocks
+
+
+@pytest.fixture(scope="module")
+def full() -> dict:
+    return studies.load_full_blocks()
+
+
+def test_stored_full_blocks_were_made_with_the_named_settings(full):
+    assert full["seeds"] == studies.FULL_BLOCK_SEEDS
+    assert list(full["tasks"]) == [str(d) for d, _ in studies.FULL_BLOCK_TASKS]
+    for (d, n), entry in zip(studies.FULL_BLOCK_TASKS, full["tasks"].values(), strict=True):
+        task = TaskConfig(kind="poly", input_dim=d, context_length=n, degree=2)
+        assert entry["task"] == asdict(task)
+        assert entry["training"] == asdict(studies.full_block_training(task))
+        best = slot_increments(task)
+        assert entry["one_short"] == pytest.approx(best.loss(best.p2 - 1) / best.loss(best.p2),
+                                                   rel=1e-12)
+
+
+def test_rerunning_the_start_of_a_full_block_gives_the_stored_losses(full):
+    """Seed 0 at d = 3, two windows: alone it rounds unlike in the stored mapped pass (float32)."""
+    entry, steps = full["tasks"]["3"], 2 * studies.HISTORY_WINDOW
+    task = TaskConfig(**entry["task"])
+    model = build_model(ModelConfig(kind="glu-lsa", feature_slots=6, glu_width=6), task, seed=0)
+    result = train(model, task, studies.full_block_training(task, 0), progress=False,
+                   callback=lambda step, loss: step + 1 >= steps)
+    windows = result.loss_history.reshape(2, -1).mean(axis=1)
+    np.testing.assert_allclose(windows, entry["runs"][0]["history"][:2], rtol=1e-4)
+
+
+def test_chapter_4_s_sentences_on_the_full_blocks_follow_from_them(full):
+    claims = ch4.full_block_claims(full)
+    assert claims.alive_below_short and claims.dead_cross_only and claims.dead_weakest
+    assert claims.used_is_one_short and claims.dead_counts == {1}
+    values = ch4.full_block_values(full)
+    assert all(values[f"alive_d{d}"] >= 1 for d, _ in studies.FULL_BLOCK_TASKS)
+    assert values["plateau_gap"] < 0.01

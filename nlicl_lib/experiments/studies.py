@@ -1,6 +1,11 @@
-r"""Chapter 5's trained stacks: GLU-LSA stacks of several shapes trained together
-(:func:`depth_sweep`) and the studies precomputed from them into small data files (training
-takes minutes on a CPU), with their loaders.
+r"""The precomputed studies (training that takes minutes on a CPU), stored in small data files,
+with their loaders: chapter 4's full blocks trained long, chapter 5's trained stacks.
+
+- The full blocks (:func:`run_full_blocks`, :func:`load_full_blocks`): one block with
+  $m = h = p_2$ per seed at $d = 3, 4, 5$, trained five times as long as chapter 4's sweeps, each
+  with the directions it uses (Proposition 12 (prop-capacity), item 5: a run either reaches the
+  kernel optimum or stops on the best block one slot short). ``python tools/make_full_blocks.py``
+  rewrites the file.
 
 - :func:`depth_sweep`, :func:`shape_key`: stacks of every ``(slots, depth)`` pair trained on
   the same prompts, peak rate $\eta / L$, measured on the same test contexts.
@@ -40,9 +45,9 @@ import torch
 
 from nlicl_lib.core.errors import ConfigError, check_choice, check_int
 from nlicl_lib.core.models import InContextRegressor, ModelConfig, build_model
-from nlicl_lib.core.monomials import monomial_count
+from nlicl_lib.core.monomials import monomial_count, monomial_name
 from nlicl_lib.core.tasks import Prompts, TaskConfig
-from nlicl_lib.theory.capacity import best_feature_subspace
+from nlicl_lib.theory.capacity import best_feature_subspace, slot_increments
 from nlicl_lib.theory.closed_forms import kernel_features, null_loss, one_step_gd_optimum
 from nlicl_lib.theory.depth import (
     GreedyReference,
@@ -52,6 +57,7 @@ from nlicl_lib.theory.depth import (
     schedule_features,
     stream_agreement,
 )
+from nlicl_lib.theory.kernel import block_summaries
 from nlicl_lib.theory.values import exact_model_loss
 from nlicl_lib.training.evaluate import batches_of_test_prompts, test_loss
 from nlicl_lib.training.settings import default_train_config
@@ -550,3 +556,71 @@ def cubic_study(task: TaskConfig, slots: int, train_config: TrainConfig, test_pr
     all_features = one_step_gd_optimum(task.target_features, everything, n).loss
     return CubicStudy(task, slots, train_config, sweep, reference, null_loss(task), one_block,
                       all_features, everything.num_outputs)
+
+
+# ---------------------------------------------------------------------------------------------
+# chapter 4's full blocks
+
+FULL_BLOCK_FILE = DATA / "full_blocks.json"
+FULL_BLOCK_TASKS = ((3, 20), (4, 30), (5, 45))
+"""$(d, n)$ of chapter 4's saturation sweep ($n / (d + p_2)$ about the same at every $d$)."""
+FULL_BLOCK_SEEDS = 6
+DEAD_USAGE = 0.5
+"""A direction a block writes but weights at most this share of the optimum's weight
+(:func:`~nlicl_lib.theory.kernel.direction_usage`) is *dead*."""
+
+
+def full_block_training(task: TaskConfig, seed: int = 0, steps: int | None = None) -> TrainConfig:
+    """The training of chapter 4's full blocks (purpose ``"full-blocks"``), seed ``seed``."""
+    config = default_train_config(task, ModelConfig(kind="glu-lsa"), purpose="full-blocks",
+                                  seed=seed)
+    return config if steps is None else replace(config, steps=check_int("steps", steps, minimum=1))
+
+
+def run_full_blocks(tasks: Sequence[tuple[int, int]] = FULL_BLOCK_TASKS,
+                    seeds: int = FULL_BLOCK_SEEDS, device: str = "cpu",
+                    steps: int | None = None) -> dict:
+    r"""Full blocks ($m = h = p_2$, Proposition 12 (prop-capacity)) on the quadratic task of every
+    $(d, n)$ in ``tasks``, one run per seed $s < $ ``seeds`` (initial weights and prompts of
+    seed $s$; trained together, each takes the steps it takes alone) with
+    :func:`full_block_training` (``steps``: fewer, for a quick look). Per run: its exact loss
+    over the kernel optimum $\mathcal L^*((x; \phi_2))$, the usage of every direction it writes
+    and the best loss on the directions it uses over $\mathcal L^*$
+    (:func:`~nlicl_lib.theory.kernel.block_summaries`), its dead directions (usage at most
+    :data:`DEAD_USAGE`) as coefficients over the quadratic monomials, and its batch losses in
+    windows of :data:`HISTORY_WINDOW` steps. Per $(d, n)$: ``one_short`` $=
+    \ell_{p_2-1} / \ell_{p_2}$, the best block one slot short (item 5). JSON data."""
+    seeds = check_int("seeds", seeds, minimum=1)
+    out: dict = {"seeds": seeds, **_platform(device), "commit": _commit(), "tasks": {}}
+    for d, n in tasks:
+        task = TaskConfig(kind="poly", input_dim=d, context_length=n, degree=2)
+        p2 = monomial_count(d, 2)
+        configs = [full_block_training(task, s, steps) for s in range(seeds)]
+        models = [build_model(ModelConfig(kind="glu-lsa", feature_slots=p2, glu_width=p2), task,
+                              device, seed=s) for s in range(seeds)]
+        start = time.perf_counter()
+        results = train(models, task, configs, device, progress=False)
+        seconds = time.perf_counter() - start
+        optimum = one_step_gd_optimum(task.target_features, kernel_features(d, 2), n)
+        summaries = block_summaries({str(s): m for s, m in enumerate(models)}, task, optimum)
+        slots = slot_increments(task)
+        runs = []
+        for s, result in enumerate(results):
+            summary = summaries[str(s)]
+            dead = summary.usage.directions.coefficients[summary.usage.usage <= DEAD_USAGE]
+            runs.append({"seed": s, "ratio": summary.ratio, "used_ratio": summary.used_ratio,
+                         "usage": summary.usage.usage.tolist(),
+                         "strengths": summary.usage.strengths.tolist(), "dead": dead.tolist(),
+                         "history": _windowed(result.loss_history)})
+        exponents = summaries["0"].usage.directions.exponents
+        out["tasks"][str(d)] = {
+            "task": asdict(task), "p2": p2, "training": asdict(replace(configs[0], seed=0)),
+            "monomials": [monomial_name(e) for e in exponents], "null_loss": null_loss(task),
+            "kernel_optimum": float(optimum.loss), "one_short": slots.loss(p2 - 1) / slots.loss(p2),
+            "seconds": seconds, "runs": runs}
+    return out
+
+
+def load_full_blocks(path: Path | str = FULL_BLOCK_FILE) -> dict:
+    """The stored full blocks (:func:`run_full_blocks`)."""
+    return _load(path, "tools/make_full_blocks.py")

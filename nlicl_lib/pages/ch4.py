@@ -26,7 +26,9 @@ from nlicl_lib.core.device import DeviceLike
 from nlicl_lib.core.errors import ConfigError, check_int
 from nlicl_lib.core.models import ModelConfig, build_model
 from nlicl_lib.core.monomials import monomial_count, monomial_name
+from nlicl_lib.core.tables import ResultTable
 from nlicl_lib.core.tasks import TaskConfig
+from nlicl_lib.experiments.studies import load_full_blocks  # noqa: F401  (the page's stored runs)
 from nlicl_lib.pages.chapter_exercises import (  # noqa: F401  (the page's exercises)
     check_block_size,
     check_fourth_slot_gain,
@@ -245,6 +247,94 @@ def saturation_sweep(input_dims: Sequence[int], context_lengths: Sequence[int],
             {v: trained[shapes[("width", v)]] for v in sizes})
     return SaturationSweep(curves, reference_seconds, train_seconds, device_name)
 
+
+
+# --- the full blocks trained long (stored) ------------------------------------------------------
+
+def _ratio_range(values: Sequence[float]) -> str:
+    values = sorted(values)
+    if not values:
+        return "-"
+    return f"{values[0]:.4f}" if values[0] == values[-1] else f"{values[0]:.4f}-{values[-1]:.4f}"
+
+
+def full_block_table(full: dict) -> ResultTable:
+    r"""The stored full blocks (:func:`~nlicl_lib.experiments.studies.run_full_blocks`): per $d$,
+    the best block one slot short, $\ell_{p_2-1} / \ell_{p_2}$, and the runs that use every
+    direction and those with a dead one, their exact loss over the kernel optimum
+    $\ell_{p_2} = \mathcal L^*((x; \phi_2))$ and, for the latter, the best loss on the
+    directions they use (over $\ell_{p_2}$ too)."""
+    rows = []
+    for d, entry in full["tasks"].items():
+        runs = entry["runs"]
+        alive = [r for r in runs if not r["dead"]]
+        dead = [r for r in runs if r["dead"]]
+        rows.append((d, str(entry["p2"]), f"{entry['one_short']:.4f}",
+                     f"{len(alive)} of {len(runs)}", _ratio_range([r["ratio"] for r in alive]),
+                     f"{len(dead)} of {len(runs)}", _ratio_range([r["ratio"] for r in dead]),
+                     _ratio_range([r["used_ratio"] for r in dead])))
+    steps = next(iter(full["tasks"].values()))["training"]["steps"]
+    return ResultTable(
+        ("d", "p2", "one slot short", "every direction used", "loss / optimum",
+         "a direction dead", "loss / optimum", "best on the used directions"),
+        tuple(rows),
+        caption=f"Full blocks (m = h = p2) after {steps} steps, one run per seed: exact loss "
+                "over the kernel optimum")
+
+
+def full_block_values(full: dict) -> dict[str, float | int]:
+    r"""Glued by the page: the seeds (``full_seeds``) and steps (``full_steps``) of the stored
+    full blocks; per $d$ the runs that use every direction (``alive_d{d}``); ``plateau_gap``:
+    the largest gap between a run with a dead direction and the best loss on the directions it
+    uses, over that best loss; ``dead_strength``: the largest strength of a lost direction
+    relative to the strongest direction of its GLU."""
+    entry = next(iter(full["tasks"].values()))
+    values: dict[str, float | int] = {"full_seeds": full["seeds"],
+                                      "full_steps": entry["training"]["steps"]}
+    gaps, strengths = [], []
+    for d, entry in full["tasks"].items():
+        values[f"alive_d{d}"] = sum(not r["dead"] for r in entry["runs"])
+        gaps += [r["ratio"] / r["used_ratio"] - 1 for r in entry["runs"] if r["dead"]]
+        strengths += [r["strengths"][-1] for r in entry["runs"] if r["dead"]]
+    values["plateau_gap"] = max(gaps, default=float("nan"))
+    values["dead_strength"] = max(strengths, default=float("nan"))
+    return values
+
+
+@dataclass(frozen=True)
+class FullBlockClaims:
+    r"""What the page says of the stored full blocks, recomputed (the tests hold it):
+    ``alive_below_short``: every run that uses all its directions ends below the best block one
+    slot short, so it shows the last slot; ``dead_counts``: how many directions the other runs
+    lost; ``dead_cross_only``: each lost direction is a combination of cross terms $x_jx_k$
+    (the squares hold under 1% of its squared coefficients); ``dead_weakest``: it is the direction
+    the GLU writes most weakly; ``used_is_one_short``: the best step on the directions each such
+    run uses is the best block one slot short, $\ell_{p_2-1}$ (item 5's staircase, one step up)."""
+
+    alive_below_short: bool
+    dead_counts: frozenset[int]
+    dead_cross_only: bool
+    dead_weakest: bool
+    used_is_one_short: bool
+
+
+def full_block_claims(full: dict, tolerance: float = 1e-3) -> FullBlockClaims:
+    """:class:`FullBlockClaims` of the stored full blocks; ``tolerance``: relative, for "the best
+    step on the used directions is the best block one slot short"."""
+    below, counts, cross_only, weakest, one_short = True, set(), True, True, True
+    for entry in full["tasks"].values():
+        squares = [k for k, name in enumerate(entry["monomials"]) if "^2" in name]
+        for r in entry["runs"]:
+            if not r["dead"]:
+                below &= r["ratio"] < entry["one_short"]
+                continue
+            counts.add(len(r["dead"]))
+            for row in np.asarray(r["dead"]) ** 2:
+                cross_only &= bool(row[squares].sum() < 0.01 * row.sum())
+            usage = np.asarray(r["usage"])
+            weakest &= bool(usage[-1] <= 0.5 and np.all(usage[:-1] > 0.5))
+            one_short &= abs(r["used_ratio"] / entry["one_short"] - 1) < tolerance
+    return FullBlockClaims(below, frozenset(counts), cross_only, weakest, one_short)
 
 # --- the tables and the values the prose quotes ---------------------------------------------------
 

@@ -37,6 +37,9 @@ PURPOSES: dict[str, dict[str, int | float]] = {
     "lsa-depth-sweep": {"steps": 1000, "batch_size": 500, "learning_rate": 0.04},
     # chapters 4 and 5's quick sweeps of blocks with m < p_2 (and of their stacks, eta / L each)
     "short-sweeps": {"steps": 600, "learning_rate": 0.02},
+    # chapter 4's full blocks (m = h = p_2) trained five times as long as the sweeps, at their
+    # rate: at 600 steps they stop short of the kernel optimum, so their last slot is not seen
+    "full-blocks": {"steps": 3000, "learning_rate": 0.02},
     # chapter 4's panel: blocks with fewer slots than p_2 have no weak direction to lose,
     # so they take the LSA rate and fewer steps
     "panel-ch4": {"steps": 800, "learning_rate": 0.02},
