@@ -19,7 +19,15 @@ from pathlib import Path
 
 import torch
 
-from nlicl_lib.experiments.studies import FIT_SAMPLES, PARTS, STUDIES, STUDY_FILE, run_study, shape_key
+from nlicl_lib.experiments.studies import (
+    FIT_SAMPLES,
+    PARTS,
+    STUDIES,
+    STUDY_FILE,
+    run_study,
+    save_study,
+    shape_key,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,8 +67,7 @@ def main(argv: list[str] | None = None) -> int:
             reference_slots=args.reference_slots, reference_depth=args.reference_depth,
             fit_samples=args.fit_samples)}
         print(f"{name}: done", flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=1) + "\n")
+    save_study(results, args.out)
     print(f"wrote {args.out}")
     return 0
 

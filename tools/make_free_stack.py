@@ -10,12 +10,11 @@ task, against the greedy reference and the GD-form stacks of the same shape
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import torch
 
-from nlicl_lib.experiments.studies import FREE_DEPTHS, FREE_STACK_FILE, run_free_stacks
+from nlicl_lib.experiments.studies import FREE_DEPTHS, FREE_STACK_FILE, run_free_stacks, save_study
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,8 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     result = run_free_stacks(tuple(args.depths), progress=False, steps=args.steps)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    save_study(result, args.out)
     print(f"wrote {args.out} ({result['seconds']:.0f} s)")
     return 0
 

@@ -9,12 +9,16 @@ idle CPU cores.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import torch
 
-from nlicl_lib.experiments.studies import FULL_BLOCK_FILE, FULL_BLOCK_SEEDS, run_full_blocks
+from nlicl_lib.experiments.studies import (
+    FULL_BLOCK_FILE,
+    FULL_BLOCK_SEEDS,
+    run_full_blocks,
+    save_study,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,8 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     results = run_full_blocks(seeds=args.seeds, steps=args.steps)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=1) + "\n")
+    save_study(results, args.out)
     print(f"wrote {args.out}")
     return 0
 

@@ -157,6 +157,14 @@ def _platform(device: str) -> dict[str, str]:
     return {"device": device, "torch": torch.__version__, "machine": platform.machine()}
 
 
+def save_study(data: dict, path: Path | str) -> Path:
+    """Write a study's JSON data to ``path`` (its folder made if needed), as the loaders read it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    return path
+
+
 def _load(path: Path | str, script: str) -> dict:
     path = Path(path)
     if not path.exists():
@@ -572,9 +580,8 @@ DEAD_USAGE = 0.5
 
 def full_block_training(task: TaskConfig, seed: int = 0, steps: int | None = None) -> TrainConfig:
     """The training of chapter 4's full blocks (purpose ``"full-blocks"``), seed ``seed``."""
-    config = default_train_config(task, ModelConfig(kind="glu-lsa"), purpose="full-blocks",
-                                  seed=seed)
-    return config if steps is None else replace(config, steps=check_int("steps", steps, minimum=1))
+    return default_train_config(task, ModelConfig(kind="glu-lsa"), purpose="full-blocks",
+                                seed=seed, steps=steps)
 
 
 def run_full_blocks(tasks: Sequence[tuple[int, int]] = FULL_BLOCK_TASKS,
@@ -614,7 +621,7 @@ def run_full_blocks(tasks: Sequence[tuple[int, int]] = FULL_BLOCK_TASKS,
                          "history": _windowed(result.loss_history)})
         exponents = summaries["0"].usage.directions.exponents
         out["tasks"][str(d)] = {
-            "task": asdict(task), "p2": p2, "training": asdict(replace(configs[0], seed=0)),
+            "task": asdict(task), "p2": p2, "training": asdict(configs[0]),
             "monomials": [monomial_name(e) for e in exponents], "null_loss": null_loss(task),
             "kernel_optimum": float(optimum.loss), "one_short": slots.loss(p2 - 1) / slots.loss(p2),
             "seconds": seconds, "runs": runs}

@@ -28,7 +28,10 @@ from nlicl_lib.core.models import ModelConfig, build_model
 from nlicl_lib.core.monomials import monomial_count, monomial_name
 from nlicl_lib.core.tables import ResultTable
 from nlicl_lib.core.tasks import TaskConfig
-from nlicl_lib.experiments.studies import load_full_blocks  # noqa: F401  (the page's stored runs)
+from nlicl_lib.experiments.studies import (
+    DEAD_USAGE,
+    load_full_blocks,  # noqa: F401  (the page's stored runs)
+)
 from nlicl_lib.pages.chapter_exercises import (  # noqa: F401  (the page's exercises)
     check_block_size,
     check_fourth_slot_gain,
@@ -248,8 +251,13 @@ def saturation_sweep(input_dims: Sequence[int], context_lengths: Sequence[int],
     return SaturationSweep(curves, reference_seconds, train_seconds, device_name)
 
 
-
 # --- the full blocks trained long (stored) ------------------------------------------------------
+
+
+def _alive_and_dead(entry: dict) -> tuple[list[dict], list[dict]]:
+    """The runs of one $d$ of the stored full blocks that use every direction, and the others."""
+    return ([r for r in entry["runs"] if not r["dead"]], [r for r in entry["runs"] if r["dead"]])
+
 
 def _ratio_range(values: Sequence[float]) -> str:
     values = sorted(values)
@@ -267,8 +275,7 @@ def full_block_table(full: dict) -> ResultTable:
     rows = []
     for d, entry in full["tasks"].items():
         runs = entry["runs"]
-        alive = [r for r in runs if not r["dead"]]
-        dead = [r for r in runs if r["dead"]]
+        alive, dead = _alive_and_dead(entry)
         rows.append((d, str(entry["p2"]), f"{entry['one_short']:.4f}",
                      f"{len(alive)} of {len(runs)}", _ratio_range([r["ratio"] for r in alive]),
                      f"{len(dead)} of {len(runs)}", _ratio_range([r["ratio"] for r in dead]),
@@ -293,9 +300,10 @@ def full_block_values(full: dict) -> dict[str, float | int]:
                                       "full_steps": entry["training"]["steps"]}
     gaps, strengths = [], []
     for d, entry in full["tasks"].items():
-        values[f"alive_d{d}"] = sum(not r["dead"] for r in entry["runs"])
-        gaps += [r["ratio"] / r["used_ratio"] - 1 for r in entry["runs"] if r["dead"]]
-        strengths += [r["strengths"][-1] for r in entry["runs"] if r["dead"]]
+        alive, dead = _alive_and_dead(entry)
+        values[f"alive_d{d}"] = len(alive)
+        gaps += [r["ratio"] / r["used_ratio"] - 1 for r in dead]
+        strengths += [r["strengths"][-1] for r in dead]
     values["plateau_gap"] = max(gaps, default=float("nan"))
     values["dead_strength"] = max(strengths, default=float("nan"))
     return values
@@ -324,17 +332,17 @@ def full_block_claims(full: dict, tolerance: float = 1e-3) -> FullBlockClaims:
     below, counts, cross_only, weakest, one_short = True, set(), True, True, True
     for entry in full["tasks"].values():
         squares = [k for k, name in enumerate(entry["monomials"]) if "^2" in name]
-        for r in entry["runs"]:
-            if not r["dead"]:
-                below &= r["ratio"] < entry["one_short"]
-                continue
+        alive, dead = _alive_and_dead(entry)
+        below &= all(r["ratio"] < entry["one_short"] for r in alive)
+        for r in dead:
             counts.add(len(r["dead"]))
             for row in np.asarray(r["dead"]) ** 2:
                 cross_only &= bool(row[squares].sum() < 0.01 * row.sum())
             usage = np.asarray(r["usage"])
-            weakest &= bool(usage[-1] <= 0.5 and np.all(usage[:-1] > 0.5))
+            weakest &= bool(usage[-1] <= DEAD_USAGE and np.all(usage[:-1] > DEAD_USAGE))
             one_short &= abs(r["used_ratio"] / entry["one_short"] - 1) < tolerance
     return FullBlockClaims(below, frozenset(counts), cross_only, weakest, one_short)
+
 
 # --- the tables and the values the prose quotes ---------------------------------------------------
 
