@@ -74,6 +74,8 @@ BAD_CALLS = [
     (lambda: resolve_device("tpu"), "device"),
     *[(lambda bad=bad: choose_threads(bad), "threads") for bad in (0, -1, "many", 1.5, True)],
     (lambda: test_loss(build_model(ModelConfig(), LIN), LIN, 100, integrate="query"), "integrate"),
+    (lambda: test_loss(build_model(ModelConfig(), LIN), LIN, test_samples=2), "test_samples"),
+    (lambda: test_loss(build_model(ModelConfig(), LIN), LIN, 100, test_samples=0), "test_samples"),
     (lambda: train([build_model(ModelConfig(), LIN)] * 3, [LIN, LIN], TrainConfig(steps=3)), "task"),
     (lambda: train([build_model(ModelConfig(), LIN)] * 2, LIN, TrainConfig(steps=3),
                    callback=lambda step, loss: None), "callback"),

@@ -118,7 +118,9 @@ TRAINING_API = {
                  "conditional_squared_errors": "a sample with the task integrated out",
                  "label_linearity_gap": "the check that allows it",
                  "check_linear_in_labels": "the same check, raising",
-                 "model_predictor": "a model as a function of prompts"},
+                 "model_predictor": "a model as a function of prompts",
+                 "combine_samples": "its estimates of independent samples joined",
+                 "intervals_separate": "the one rule for comparing two losses"},
     "settings": {"default_train_config": "the one source of settings",
                  "base_settings": "a panel's starting values"},
 }

@@ -14,7 +14,11 @@ from nlicl_lib.core.seeding import STREAM_TEST
 from nlicl_lib.core.tasks import TaskConfig, sample_prompts
 from nlicl_lib.theory.depth import context_conditional_loss
 from nlicl_lib.training.evaluate import (
+    ERROR_BARS,
+    LossEstimate,
+    combine_samples,
     conditional_squared_errors,
+    intervals_separate,
     model_predictor,
     test_loss,
 )
@@ -86,3 +90,39 @@ def test_each_member_is_its_own_loss_on_the_same_prompts(members, integrate, alo
         assert error[e] == pytest.approx(spread / math.sqrt(NUM_PROMPTS), rel=1e-9)
 
 
+
+
+def test_independent_test_samples_pool_to_the_one_sample_estimate(members):
+    """K samples of N prompts are the first K N prompts of the stream: the pooled mean is the
+    mean of all of them (float64 identity), the sample means are those of the K stretches, and
+    the between-sample standard error is their standard deviation over sqrt(K)."""
+    k, per = 3, 400
+    whole, samples = test_loss(members, TASK, k * per, batch_size=BATCH, integrate="task+query",
+                               return_samples=True)
+    parts = test_loss(members, TASK, per, batch_size=BATCH, integrate="task+query",
+                      test_samples=k)
+    for one, split, row in zip(whole, parts, samples, strict=True):
+        stretches = row.reshape(k, per).mean(axis=1)
+        assert split.num_prompts == k * per
+        assert split.mean == pytest.approx(one.mean, rel=1e-12)
+        assert split.sample_means == pytest.approx(stretches, rel=1e-12)
+        assert split.median == pytest.approx(np.median(stretches), rel=1e-12)
+        assert split.between_std_error == pytest.approx(stretches.std(ddof=1) / math.sqrt(k),
+                                                        rel=1e-12)
+        # pooled over prompts: each stretch's variance about its own mean, so a little smaller
+        assert split.std_error == pytest.approx(one.std_error, rel=0.05)
+        assert split.worst_share == pytest.approx(one.worst_share, rel=1e-12)
+        low, high = split.interval
+        assert high - split.mean == pytest.approx(ERROR_BARS * split.error)
+        assert split.error == max(split.std_error, split.between_std_error)
+
+
+def test_intervals_separate_only_when_they_do_not_overlap():
+    a = LossEstimate(1.0, 0.1, 100)
+    assert not intervals_separate(a, LossEstimate(1.0 + 3.9 * 0.1, 0.1, 100))
+    assert intervals_separate(a, LossEstimate(1.0 + 4.1 * 0.1, 0.1, 100))
+    # the between-sample spread widens an interval whose pooled error is small
+    wide = combine_samples([LossEstimate(v, 0.01, 100) for v in (1.3, 1.5, 1.7)])
+    assert wide.error == pytest.approx(wide.between_std_error) and wide.error > 0.1
+    assert not intervals_separate(wide, LossEstimate(1.3, 0.01, 100))
+    assert intervals_separate(LossEstimate(1.5, 0.01, 100), LossEstimate(1.3, 0.01, 100))

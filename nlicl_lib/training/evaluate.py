@@ -33,13 +33,24 @@ exact moments $T = \mathbb E[\Psi\Psi^\top]$, $C = \mathbb E[\Psi\phi^\top]$,
 $S = \mathbb E[\phi\phi^\top]$ (Lemma 3 (lem-gaussian-moments)), and only the $n$ context
 inputs are sampled (:func:`nlicl_lib.theory.depth.context_conditional_loss`). Every estimate is an
 unbiased mean of independent samples, with its standard error.
+
+**Heavy tails** (``test_samples``). A loss with heavy tails (a few contexts carry much of the
+mean) is underestimated, and its standard error with it, by a sample that has not met its
+tail. With ``test_samples`` $= K \ge 2$ the test prompts are $K$ independent samples (disjoint
+stretches of the test stream) and the estimate also carries the $K$ sample means
+$\bar e_1, \dots, \bar e_K$: their median (a summary robust to one sample's tail) and the
+standard error of the mean read off their spread, $s_K / \sqrt K$. Every interval of the book
+is :data:`ERROR_BARS` standard errors either side of the mean, with the larger of the two
+standard errors (:attr:`LossEstimate.interval`; :func:`combine_samples` joins estimates of
+independent samples made elsewhere, such as chapter 5's references), and a sentence that
+compares two losses holds only where their intervals separate (:func:`intervals_separate`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -53,6 +64,8 @@ from nlicl_lib.theory.depth import context_conditional_loss
 #: Largest relative violation of $\hat y(y + y') = \hat y(y) + \hat y(y')$ accepted as rounding
 #: (float32) before :func:`conditional_squared_errors` refuses a predictor.
 LINEARITY_TOLERANCE = 1e-3
+ERROR_BARS = 2.0
+"""Every interval of the book is this many standard errors either side of the mean."""
 
 
 @dataclass(frozen=True)
@@ -64,7 +77,8 @@ class LossEstimate:
     error is the delta method's); ``worst``: the largest sample over that zero loss, and
     ``worst_share``: its share of the sum of all samples (near 0 for a light-tailed loss, near 1
     when one prompt carries the mean); ``integrated``: what was integrated out exactly rather
-    than sampled (module doc): ``"none"``, ``"task"`` or ``"task+query"``."""
+    than sampled (module doc): ``"none"``, ``"task"`` or ``"task+query"``; ``sample_means``:
+    the means of the independent test samples it pools (empty for one sample; module doc)."""
 
     mean: float
     std_error: float
@@ -74,15 +88,80 @@ class LossEstimate:
     normalised_std_error: float = math.nan
     worst: float = math.nan
     worst_share: float = math.nan
+    sample_means: tuple[float, ...] = ()
 
     @property
     def relative_error(self) -> float:
         return self.std_error / self.mean if self.mean > 0 else 0.0
 
+    @property
+    def median(self) -> float:
+        """The median of the sample means (the mean itself for one sample)."""
+        return float(np.median(self.sample_means)) if self.sample_means else self.mean
+
+    @property
+    def between_std_error(self) -> float:
+        r"""The standard error of the mean from the spread of the sample means, $s_K/\sqrt K$
+        (``nan`` for fewer than two samples)."""
+        k = len(self.sample_means)
+        return float(np.std(self.sample_means, ddof=1) / math.sqrt(k)) if k >= 2 else math.nan
+
+    @property
+    def error(self) -> float:
+        """The standard error intervals use: the larger of ``std_error`` (pooled over prompts)
+        and :attr:`between_std_error` (over samples)."""
+        between = self.between_std_error
+        return self.std_error if math.isnan(between) else max(self.std_error, between)
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        r"""``mean`` $\pm$ :data:`ERROR_BARS` $\times$ :attr:`error`."""
+        return self.mean - ERROR_BARS * self.error, self.mean + ERROR_BARS * self.error
+
+    def scaled(self, factor: float) -> LossEstimate:
+        r"""The same estimate with every loss divided by ``factor`` (e.g. $\mathbb E[y^2]$)."""
+        return replace(self, mean=self.mean / factor, std_error=self.std_error / factor,
+                       sample_means=tuple(v / factor for v in self.sample_means))
+
     def __str__(self) -> str:
         exact = "" if self.integrated == "none" else f", {self.integrated} integrated exactly"
         return (f"{self.mean:.5g} ± {self.std_error:.2g} (Monte Carlo error "
                 f"{100 * self.relative_error:.2g}%, {self.num_prompts:,} prompts{exact})")
+
+
+def combine_samples(estimates: Sequence[LossEstimate]) -> LossEstimate:
+    r"""One estimate of a loss from estimates on independent test samples (module doc): the
+    mean weighted by their prompt counts $N_k$, the pooled standard error
+    $\sqrt{\sum_k N_k^2 \mathrm{se}_k^2} / N$, the sample means (each estimate's own, or its own
+    sample means when it pools several), and the largest single prompt's share of the whole sum."""
+    parts = list(estimates)
+    if not parts:
+        raise ConfigError("estimates", "[]", "at least one LossEstimate")
+    if len({e.integrated for e in parts}) != 1:
+        raise ConfigError("estimates", [e.integrated for e in parts], "one kind of integration")
+    counts = np.array([e.num_prompts for e in parts], dtype=np.float64)
+    total = counts.sum()
+    means = np.array([e.mean for e in parts])
+    sums = means * counts
+
+    def pooled(values: list[float], errors: list[float]) -> tuple[float, float]:
+        return (float(np.dot(counts, values) / total),
+                float(np.sqrt(np.sum((counts * np.asarray(errors)) ** 2)) / total))
+
+    mean, std_error = pooled(means.tolist(), [e.std_error for e in parts])
+    normalised, normalised_error = pooled([e.normalised for e in parts],
+                                          [e.normalised_std_error for e in parts])
+    worst_sums = np.array([e.worst_share for e in parts]) * sums
+    return LossEstimate(mean, std_error, int(total), parts[0].integrated, normalised,
+                        normalised_error, float(max(e.worst for e in parts)),
+                        float(worst_sums.max() / sums.sum()) if sums.sum() > 0 else 0.0,
+                        tuple(v for e in parts for v in (e.sample_means or (e.mean,))))
+
+
+def intervals_separate(a: LossEstimate, b: LossEstimate) -> bool:
+    """Whether the intervals (:attr:`LossEstimate.interval`) of two losses do not overlap: the
+    only case in which the book says one is below the other."""
+    return a.interval[1] < b.interval[0] or b.interval[1] < a.interval[0]
 
 
 def model_predictor(model: InContextRegressor) -> Callable[[Prompts], torch.Tensor]:
@@ -228,7 +307,7 @@ def test_loss(predictors: Predictor | Sequence[Predictor], task: TaskConfig,
               num_prompts: int | None = None, *, relative_error: float | None = None,
               seed: int = 0, device: torch.device | str = "cpu", batch_size: int | None = None,
               dtype: torch.dtype | None = None, integrate: str = "none", min_prompts: int = 40000,
-              max_prompts: int = 2_000_000, return_samples: bool = False
+              max_prompts: int = 2_000_000, return_samples: bool = False, test_samples: int = 1
               ) -> LossEstimate | list[LossEstimate] | tuple[list[LossEstimate], np.ndarray]:
     r"""The library's one test-loss estimator: the Monte Carlo test loss of one predictor (a
     model or a function of prompts), or of several on the *same* test prompts (paired), each a
@@ -247,8 +326,11 @@ def test_loss(predictors: Predictor | Sequence[Predictor], task: TaskConfig,
     \sqrt{(\overline{e^2} - \bar e^2)/N}$, ``normalised`` $= r = \bar e / \bar z$ with the
     delta method's error $\sqrt{(\overline{e^2} - 2r\,\overline{ez} + r^2\,\overline{z^2} -
     (\bar e - r\bar z)^2)/N} \,/\, \bar z$. ``dtype`` of the prompts: float64 for
-    ``"task+query"``, else that of the first model, else float32. Returns one estimate for one
-    predictor, a list for a list; with ``return_samples`` also the samples, ``(E, N)``."""
+    ``"task+query"``, else that of the first model, else float32. ``test_samples`` $= K \ge 2$
+    (with ``num_prompts``): $K$ independent samples of ``num_prompts`` prompts each, one after
+    another in the stream, each estimated alone and joined by :func:`combine_samples` (module
+    doc: heavy tails). Returns one estimate for one predictor, a list for a list; with
+    ``return_samples`` also the samples, ``(E, N)``."""
     check_choice("integrate", integrate, INTEGRATIONS)
     single = not isinstance(predictors, (list, tuple))
     listed = [predictors] if single else list(predictors)
@@ -262,6 +344,9 @@ def test_loss(predictors: Predictor | Sequence[Predictor], task: TaskConfig,
         max_prompts = check_int("max_prompts", max_prompts, minimum=1)
     else:
         num_prompts = check_int("num_prompts", num_prompts, minimum=1)
+    test_samples = check_int("test_samples", test_samples, minimum=1)
+    if test_samples > 1 and num_prompts is None:
+        raise ConfigError("test_samples", test_samples, "1 unless num_prompts (per sample) is given")
     batch_size = check_int("batch_size", batch_size or (4000 if relative_error is None else 20000),
                            minimum=1)
     if dtype is None or integrate == "task+query":
@@ -272,6 +357,9 @@ def test_loss(predictors: Predictor | Sequence[Predictor], task: TaskConfig,
     sums = np.zeros((len(listed), 5))  # per predictor: sums of e, z, e^2, z^2, e z
     worst = np.zeros(len(listed))
     kept, count = [], 0
+    if test_samples > 1:
+        return _independent_samples(samplers, task, seed, device, dtype, batch_size, num_prompts,
+                                    test_samples, integrate, single, return_samples)
     for prompts in batches_of_test_prompts(task, seed, device, dtype, batch_size, num_prompts):
         e = torch.stack([sample(prompts) for sample in samplers])  # (E, b)
         z = prompts.query_label.double() ** 2
@@ -287,18 +375,43 @@ def test_loss(predictors: Predictor | Sequence[Predictor], task: TaskConfig,
             if count >= max_prompts or (count >= min(min_prompts, max_prompts)
                                         and np.all(error <= relative_error * mean)):
                 break
-    losses = []
-    for k in range(len(listed)):
-        e_mean, z_mean, e2, z2, ez = sums[k] / count
-        ratio = e_mean / z_mean
-        var_e = max(e2 - e_mean**2, 0.0)
-        var_ratio = max(e2 - 2 * ratio * ez + ratio**2 * z2 - (e_mean - ratio * z_mean) ** 2, 0.0)
-        losses.append(LossEstimate(float(e_mean), float(np.sqrt(var_e / count)), count, integrate,
-                                   float(ratio), float(np.sqrt(var_ratio / count) / z_mean),
-                                   float(worst[k] / z_mean),
-                                   float(worst[k] / sums[k, 0]) if sums[k, 0] > 0 else 0.0))
+    losses = [_from_sums(sums[k], worst[k], count, integrate) for k in range(len(listed))]
     result = losses[0] if single else losses
     return (result, torch.cat(kept, dim=1).numpy()) if return_samples else result
+
+
+def _from_sums(sums: np.ndarray, worst: float, count: int, integrate: str) -> LossEstimate:
+    """A :class:`LossEstimate` from the sums of $e, z, e^2, z^2, ez$ over ``count`` prompts."""
+    e_mean, z_mean, e2, z2, ez = sums / count
+    ratio = e_mean / z_mean
+    var_e = max(e2 - e_mean**2, 0.0)
+    var_ratio = max(e2 - 2 * ratio * ez + ratio**2 * z2 - (e_mean - ratio * z_mean) ** 2, 0.0)
+    return LossEstimate(float(e_mean), float(np.sqrt(var_e / count)), count, integrate,
+                        float(ratio), float(np.sqrt(var_ratio / count) / z_mean),
+                        float(worst / z_mean), float(worst / sums[0]) if sums[0] > 0 else 0.0)
+
+
+def _independent_samples(samplers: list, task: TaskConfig, seed: int, device: torch.device | str, dtype: torch.dtype,
+                         batch_size: int, per_sample: int, count: int, integrate: str,
+                         single: bool, return_samples: bool
+                         ) -> LossEstimate | list[LossEstimate] | tuple[list[LossEstimate], np.ndarray]:
+    """:func:`test_loss` on ``count`` independent samples of ``per_sample`` prompts."""
+    stream = batches_of_test_prompts(task, seed, device, dtype, batch_size, per_sample * count)
+    es, zs = [], []
+    for prompts in stream:
+        es.append(torch.stack([sample(prompts) for sample in samplers]).cpu())
+        zs.append(prompts.query_label.double().cpu() ** 2)
+    e, z = torch.cat(es, dim=1).numpy(), torch.cat(zs).numpy()
+    losses = []
+    for row in e:
+        parts = []
+        for k in range(count):
+            a, b = row[k * per_sample:(k + 1) * per_sample], z[k * per_sample:(k + 1) * per_sample]
+            sums = np.array([a.sum(), b.sum(), (a * a).sum(), (b * b).sum(), (a * b).sum()])
+            parts.append(_from_sums(sums, float(a.max()), per_sample, integrate))
+        losses.append(combine_samples(parts))
+    result = losses[0] if single else losses
+    return (result, e) if return_samples else result
 
 
 test_loss.__test__ = False  # a library function, not a test, where a test module imports it
