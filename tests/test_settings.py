@@ -52,7 +52,7 @@ def test_the_depth_study_data_was_trained_with_the_study_settings():
     for name, study in stored.items():
         assert study["training"] == asdict(studies.STUDY_TRAINING), name
     assert studies.STUDY_TRAINING == default_train_config(
-        studies.STUDIES["d3"].task, ModelConfig(kind="glu-lsa"), purpose="narrow-stacks", seed=0)
+        studies.STUDIES["d3"].task, ModelConfig(kind="glu-lsa"), purpose="depth-study", seed=0)
 
 
 ROOT = Path(__file__).resolve().parents[1]

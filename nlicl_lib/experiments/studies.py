@@ -59,7 +59,12 @@ from nlicl_lib.theory.depth import (
 )
 from nlicl_lib.theory.kernel import block_summaries
 from nlicl_lib.theory.values import exact_model_loss
-from nlicl_lib.training.evaluate import batches_of_test_prompts, test_loss
+from nlicl_lib.training.evaluate import (
+    LossEstimate,
+    batches_of_test_prompts,
+    combine_samples,
+    test_loss,
+)
 from nlicl_lib.training.settings import default_train_config
 from nlicl_lib.training.train import TrainConfig, train
 
@@ -67,10 +72,17 @@ DATA = Path(__file__).parent / "data"
 STUDY_FILE = DATA / "depth_study.json"
 FREE_STACK_FILE = DATA / "free_stack.json"
 FIT_CONTEXTS = 100_000
-TEST_CONTEXTS = 40_000
-FIT_SAMPLES = 3
+TEST_CONTEXTS = 100_000
+FIT_SAMPLES = 5
 """Every greedy reference of the depth study is fitted on this many independent samples of
-:data:`FIT_CONTEXTS` contexts: at $n = 100$ its deep blocks depend on the sample (heavy tails)."""
+:data:`FIT_CONTEXTS` contexts, each measured on its own :data:`TEST_CONTEXTS` fresh test
+contexts (seed $s$ draws both samples of reference $s$): at $n = 100$ its deep blocks depend on
+the fitting sample, and its test loss has heavy tails, so the spread over the samples holds
+both variations (:func:`reference_estimates`)."""
+TRAINED_TEST_CONTEXTS = 20_000
+TEST_SAMPLES = 5
+"""Every trained stack of the depth study is measured on this many independent samples of
+:data:`TRAINED_TEST_CONTEXTS` test contexts (``test_loss(..., test_samples=...)``)."""
 HISTORY_WINDOW = 25
 """Stored training curves are means of every this many batch losses."""
 
@@ -87,7 +99,9 @@ class DepthSweep:
     contexts for every model, task and query integrated out exactly; ``worst_share``: the
     largest single context's share of that sum; ``exact``: the exact loss of the depth-1 models
     (Theorem 9 (thm-feature-optimum) with the model's own features and $\Gamma$);
-    ``parameters``: trained weights per model."""
+    ``parameters``: trained weights per model; ``estimates``: the whole
+    :class:`~nlicl_lib.training.evaluate.LossEstimate` of every model (its independent test
+    samples, interval)."""
 
     task: TaskConfig
     shapes: list[tuple[int, int]]
@@ -102,6 +116,7 @@ class DepthSweep:
     test_prompts: int
     worst_share: dict[str, float]
     parameters: dict[str, int]
+    estimates: dict[str, LossEstimate]
 
     def normalised(self, key: str) -> float:
         return self.loss[key] / self.null_loss
@@ -109,13 +124,14 @@ class DepthSweep:
 
 def depth_sweep(task: TaskConfig, shapes: Sequence[tuple[int, int]], train_config: TrainConfig,
                 glu_reads: str | None = None, test_prompts: int = 20000,
-                device: torch.device | str = "cpu", progress: bool | None = None
-                ) -> DepthSweep:
+                device: torch.device | str = "cpu", progress: bool | None = None,
+                test_samples: int = 1) -> DepthSweep:
     r"""Train, at once, one GLU-LSA stack per ``(slots, depth)`` in ``shapes`` (GLUs read $x$
     for quadratic tasks, $(x; \text{slots})$ in the later blocks of cubic ones; width $h = m$),
     each from its own default initialisation (seed ``train_config.seed``) with peak learning
     rate ``train_config.learning_rate`` $/L$, all on the same prompts; then
-    :func:`~nlicl_lib.training.evaluate.test_loss` on ``test_prompts`` contexts."""
+    :func:`~nlicl_lib.training.evaluate.test_loss` on ``test_samples`` independent samples of
+    ``test_prompts`` contexts, task and query integrated out."""
     reads = glu_reads or ("x" if max(task.degree, 2) == 2 else "x+slots")
     shapes = [(check_int("slots", m, minimum=1), check_int("depth", L, minimum=1))
               for m, L in shapes]
@@ -134,7 +150,8 @@ def depth_sweep(task: TaskConfig, shapes: Sequence[tuple[int, int]], train_confi
     seconds = time.perf_counter() - start
     losses = dict(zip(keys, test_loss(stacks, task, test_prompts, seed=train_config.seed,
                                       device=device, batch_size=10_000,
-                                      integrate="task+query"), strict=True))
+                                      integrate="task+query", test_samples=test_samples),
+                        strict=True))
     models = dict(zip(keys, stacks, strict=True))
     exact = {key: exact_model_loss(model, task) for key, model in models.items() if model.depth == 1}
     return DepthSweep(
@@ -144,7 +161,8 @@ def depth_sweep(task: TaskConfig, shapes: Sequence[tuple[int, int]], train_confi
         {key: result.loss_history for key, result in zip(keys, results, strict=True)},
         null_loss(task), seconds, results[0].device, test_prompts,
         {k: v.worst_share for k, v in losses.items()},
-        {key: sum(p.numel() for p in model.parameters()) for key, model in models.items()})
+        {key: sum(p.numel() for p in model.parameters()) for key, model in models.items()},
+        losses)
 
 
 def _windowed(history: np.ndarray) -> list[float]:
@@ -172,10 +190,11 @@ def _load(path: Path | str, script: str) -> dict:
     return json.loads(path.read_text())
 
 
-def _reference(task: TaskConfig, slots: int, depth: int, device: str, fit_seed: int = 0
+def _reference(task: TaskConfig, slots: int, depth: int, device: str, seed: int = 0
                ) -> GreedyReference:
+    """The greedy reference fitted on the contexts of ``seed`` and measured on its test contexts."""
     return greedy_reference(task, schedule_features(task, slots, depth), FIT_CONTEXTS,
-                            TEST_CONTEXTS, device=device, fit_seed=fit_seed)
+                            TEST_CONTEXTS, device=device, seed=seed)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -203,9 +222,13 @@ STUDIES = {
                 (1, 2, 3, 4, 6, 8), 8),
 }
 STUDY_TRAINING = default_train_config(STUDIES["d3"].task, ModelConfig(kind="glu-lsa", feature_slots=3),
-                                      purpose="narrow-stacks", seed=0)
-"""Every stack of the studies trains with these, its peak rate divided by its depth: 1000 Adam
-steps of 1000 prompts, eta = 0.02."""
+                                      purpose="depth-study", seed=0)
+"""Every stack of the depth study trains with these, its peak rate divided by its depth: 4000
+Adam steps of 1000 prompts, eta = 0.02; and, as its convergence check, half as many."""
+GD_FORM_TRAINING = default_train_config(STUDIES["d3"].task,
+                                        ModelConfig(kind="glu-lsa", feature_slots=3),
+                                        purpose="narrow-stacks", seed=0)
+"""The GD-form stacks the free stacks are compared with: 1000 steps, the narrow stacks' rate."""
 PARTS = ("references", "trained")
 BUDGETS = ("depth", "weights", "features")
 CLOSE_BUDGET = 0.75
@@ -218,8 +241,11 @@ def run_study(name: str, parts: tuple[str, ...] = PARTS, device: str = "cpu",
     """The results of study ``name`` as JSON data. ``parts``: ``"references"`` (greedy
     references and single-block optima, float64) and/or ``"trained"`` (the trained stacks).
     ``shapes``: train only these ``(slots, depth)`` pairs of the study. Every reference is
-    fitted on ``fit_samples`` independent samples (fit seeds 0, 1, ...) and measured on the same
-    :data:`TEST_CONTEXTS` test contexts; its ``loss`` etc. are those of fit seed 0.
+    fitted and measured on ``fit_samples`` independent samples (seeds 0, 1, ...; per sample
+    :data:`FIT_CONTEXTS` fitting and :data:`TEST_CONTEXTS` test contexts), stored per sample
+    (:func:`reference_estimates` joins them). Every stack trains with :data:`STUDY_TRAINING` and,
+    as the convergence check (:func:`converged`), with half its steps; both are measured on
+    :data:`TEST_SAMPLES` independent samples of :data:`TRAINED_TEST_CONTEXTS` test contexts.
     ``reference_slots``, ``reference_depth``: only these slot counts, only this deep (a cheaper
     rerun: the greedy reference's first blocks do not depend on the later ones)."""
     check_choice("study", name, tuple(STUDIES))
@@ -246,18 +272,15 @@ def run_study(name: str, parts: tuple[str, ...] = PARTS, device: str = "cpu",
         for m in study.slots if reference_slots is None else reference_slots:
             depth = reference_depth or study.reference_depth
             samples = [_reference(task, m, depth, device, seed) for seed in range(fit_samples)]
-            ref = samples[0]
             references[str(m)] = {
-                "loss": ref.loss.tolist(), "std_error": ref.std_error.tolist(),
-                "gain_std_error": ref.gain_std_error.tolist(),
-                "worst_share": ref.worst_share.tolist(), "fit_loss": ref.fit_loss.tolist(),
-                "exact_first": ref.exact_first, "fit_contexts": ref.fit_contexts,
-                "test_contexts": ref.test_contexts,
-                "fit_samples": {"fit_seeds": list(range(fit_samples)),
-                                "loss": [r.loss.tolist() for r in samples],
-                                "std_error": [r.std_error.tolist() for r in samples],
-                                "worst_share": [r.worst_share.tolist() for r in samples],
-                                **sample_statistics([r.loss for r in samples])}}
+                "exact_first": samples[0].exact_first, "fit_contexts": FIT_CONTEXTS,
+                "test_contexts": TEST_CONTEXTS, "seeds": list(range(fit_samples)),
+                "loss": [r.loss.tolist() for r in samples],
+                "std_error": [r.std_error.tolist() for r in samples],
+                "gain_std_error": [r.gain_std_error.tolist() for r in samples],
+                "worst_share": [r.worst_share.tolist() for r in samples],
+                "fit_loss": [r.fit_loss.tolist() for r in samples],
+                "seconds": [r.seconds for r in samples]}
             single[str(m)] = best_feature_subspace(task, m).loss
         out["references"] = references
         out["single_block"] = single
@@ -265,18 +288,83 @@ def run_study(name: str, parts: tuple[str, ...] = PARTS, device: str = "cpu",
         out["reference_seconds"] = time.perf_counter() - start
     if "trained" in parts:
         shapes = every if shapes is None else [tuple(s) for s in shapes]
-        sweep = depth_sweep(task, shapes, STUDY_TRAINING, test_prompts=TEST_CONTEXTS,
-                            device=device, progress=progress)
+        check = replace(STUDY_TRAINING, steps=STUDY_TRAINING.steps // 2)
+        sweeps = [depth_sweep(task, shapes, config, test_prompts=TRAINED_TEST_CONTEXTS,
+                              device=device, progress=progress, test_samples=TEST_SAMPLES)
+                  for config in (check, STUDY_TRAINING)]
         out["training"] = asdict(STUDY_TRAINING)
         out["trained"] = {
             shape_key(m, L): {
-                "slots": m, "depth": L, "loss": sweep.loss[key], "std_error": sweep.std_error[key],
-                "worst_share": sweep.worst_share[key], "parameters": sweep.parameters[key],
-                "exact": sweep.exact.get(key), "history": _windowed(sweep.history[key])}
+                "slots": m, "depth": L, "parameters": sweeps[1].parameters[key],
+                "exact": sweeps[1].exact.get(key), "history": _windowed(sweeps[1].history[key]),
+                **_estimate_record(sweeps[1].estimates[key]),
+                "half_steps": _estimate_record(sweeps[0].estimates[key])}
             for m, L in shapes for key in [shape_key(m, L)]}
         out["history_window"] = HISTORY_WINDOW
-        out["train_seconds"] = sweep.seconds
+        out["test_samples"] = TEST_SAMPLES
+        out["train_seconds"] = sweeps[1].seconds
+        out["half_steps_seconds"] = sweeps[0].seconds
     return out
+
+
+def _estimate_record(estimate: LossEstimate) -> dict:
+    """What the study stores of a loss estimate (unnormalised)."""
+    return {"loss": estimate.mean, "std_error": estimate.std_error,
+            "sample_means": list(estimate.sample_means), "worst_share": estimate.worst_share,
+            "test_contexts": estimate.num_prompts}
+
+
+def _estimate(record: dict, null: float) -> LossEstimate:
+    return LossEstimate(record["loss"], record["std_error"], record["test_contexts"],
+                        "task+query", worst_share=record["worst_share"],
+                        sample_means=tuple(record["sample_means"])).scaled(null)
+
+
+def trained_estimate(study: dict, slots: int, depth: int, half_steps: bool = False
+                     ) -> LossEstimate:
+    r"""The test loss of the stored trained stack of ``depth`` blocks with ``slots`` over
+    $\mathbb E[y^2]$, with its independent test samples (``half_steps``: the same stack trained
+    half as long, on the same test contexts)."""
+    record = study["trained"][shape_key(slots, depth)]
+    return _estimate(record["half_steps"] if half_steps else record, study["null_loss"])
+
+
+CONVERGED = 0.02
+"""A trained stack of the depth study has *converged* when doubling its steps lowered its test
+loss (the median of its sample means, on the same test contexts) by less than this fraction
+(:func:`converged`)."""
+
+
+def converged(study: dict, slots: int, depth: int) -> bool:
+    r"""Whether the stored stack's loss at the study's steps $T$ is above $(1 -$
+    :data:`CONVERGED`$)$ times its loss at $T / 2$: training it twice as long gained less than
+    that fraction. The loss compared is the median of the sample means: the mean of a deep
+    stack can rest on one test context, which would decide the comparison alone."""
+    full, half = (trained_estimate(study, slots, depth, h).median for h in (False, True))
+    return full > (1 - CONVERGED) * half
+
+
+def settled(study: dict, slots: int, depth: int) -> bool:
+    r"""Whether the stored stack's training is done by the study's criterion: it
+    :func:`converged`, or it reached its greedy reference (its interval not wholly above the
+    reference's), so more training could only take it further below."""
+    reference = reference_estimates(study, slots)[depth - 1]
+    return (converged(study, slots, depth)
+            or trained_estimate(study, slots, depth).interval[0] <= reference.interval[1])
+
+
+def reference_estimates(study: dict, slots: int) -> list[LossEstimate]:
+    r"""Per depth $\ell = 1, \dots, L$, the greedy reference's test loss with ``slots`` over
+    $\mathbb E[y^2]$: the :data:`FIT_SAMPLES` references, each fitted and measured on its own
+    independent contexts, joined by :func:`~nlicl_lib.training.evaluate.combine_samples` (their
+    spread holds both the fitting and the test contexts' variation)."""
+    ref = study["references"][str(slots)]
+    per_depth = zip(*(zip(loss, error, share, strict=True) for loss, error, share in
+                      zip(ref["loss"], ref["std_error"], ref["worst_share"], strict=True)),
+                    strict=True)
+    return [combine_samples([LossEstimate(m, e, ref["test_contexts"], "task+query",
+                                          worst_share=w) for m, e, w in samples])
+            .scaled(study["null_loss"]) for samples in per_depth]
 
 
 def load_studies(path: Path | str = STUDY_FILE) -> dict[str, dict]:
@@ -284,21 +372,9 @@ def load_studies(path: Path | str = STUDY_FILE) -> dict[str, dict]:
     return _load(path, "tools/make_depth_study.py")
 
 
-def sample_statistics(losses: list | np.ndarray) -> dict[str, list[float]]:
-    r"""Per depth, over the fitting samples (``losses``: ``(samples, L)``, one greedy reference
-    per sample, all measured on the same test contexts): ``mean``, ``median`` (robust to one
-    sample's heavy tail), ``min``, ``max`` and ``std`` (``ddof=1``; 0 with one sample)."""
-    a = np.asarray(losses, dtype=np.float64)
-    if a.ndim != 2 or a.shape[0] < 1:
-        raise ConfigError("losses", a.shape, "a (samples, depth) array")
-    std = a.std(axis=0, ddof=1) if a.shape[0] > 1 else np.zeros(a.shape[1])
-    return {"mean": a.mean(axis=0).tolist(), "median": np.median(a, axis=0).tolist(),
-            "min": a.min(axis=0).tolist(), "max": a.max(axis=0).tolist(), "std": std.tolist()}
-
-
 @dataclass(frozen=True)
 class SampleFalls:
-    r"""Whether each fitting sample's reference falls at every block on the test contexts:
+    r"""Whether each sample's reference falls at every block on its test contexts:
     ``falling`` of ``samples`` samples do; ``rises``: per depth $\ell \ge 2$ where some sample's
     test loss is above its loss at $\ell - 1$, how many samples rise there."""
 
@@ -319,9 +395,9 @@ def sample_falls(losses: list | np.ndarray) -> SampleFalls:
 
 
 def reference_samples(study: dict, slots: int) -> np.ndarray:
-    r"""The test losses of the greedy reference with ``slots`` fitted on every fitting sample,
-    normalised by $\mathbb E[y^2]$: ``(samples, L)``."""
-    return np.asarray(study["references"][str(slots)]["fit_samples"]["loss"]) / study["null_loss"]
+    r"""The test losses of the greedy reference with ``slots``, one row per independent sample
+    (fitting and test contexts), normalised by $\mathbb E[y^2]$: ``(samples, L)``."""
+    return np.asarray(study["references"][str(slots)]["loss"]) / study["null_loss"]
 
 
 def stack_weights(input_dim: int, slots: int, depth: int) -> int:
@@ -470,7 +546,7 @@ def run_free_stacks(depths: tuple[int, ...] = FREE_DEPTHS, device: str = "cpu",
     start = time.perf_counter()
     reference = _reference(FREE_TASK, FREE_SLOTS, max(depths), device)
     reference_seconds = time.perf_counter() - start
-    sweep = depth_sweep(FREE_TASK, [(FREE_SLOTS, L) for L in depths], STUDY_TRAINING,
+    sweep = depth_sweep(FREE_TASK, [(FREE_SLOTS, L) for L in depths], GD_FORM_TRAINING,
                         test_prompts=TEST_CONTEXTS, device=device, progress=progress)
     shown = _first_test_prompts(AGREEMENT_PROMPTS)
     rows = {}
@@ -505,7 +581,7 @@ def run_free_stacks(depths: tuple[int, ...] = FREE_DEPTHS, device: str = "cpu",
             "weights": {k: v.detach().cpu().tolist() for k, v in model.state_dict().items()}}
     return {"task": asdict(FREE_TASK), "slots": FREE_SLOTS, "depths": list(depths),
             "null_loss": null_loss(FREE_TASK), "training": asdict(free_training(1, steps)),
-            "gd_form_training": asdict(STUDY_TRAINING), "seed": FREE_SEED,
+            "gd_form_training": asdict(GD_FORM_TRAINING), "seed": FREE_SEED,
             "test_prompts": FREE_TEST_PROMPTS, "agreement_prompts": AGREEMENT_PROMPTS,
             "history_window": HISTORY_WINDOW, "rows": rows,
             "reference_seconds": reference_seconds, "gd_form_seconds": sweep.seconds,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
@@ -18,18 +19,23 @@ import plotly.graph_objects as go
 from nlicl_lib.core.errors import ConfigError, check_float
 from nlicl_lib.core.models import GLU, InContextRegressor, gd_steps
 from nlicl_lib.core.monomials import PolyMap, monomial_name
+from nlicl_lib.core.tables import ResultTable
 from nlicl_lib.core.tasks import Prompts
 from nlicl_lib.experiments.studies import (
+    CONVERGED,
     CubicStudy,
     budget_pairs,
+    converged,
     cubic_study,
     depth_sweep,
     load_free_stacks,
     load_studies,
+    reference_estimates,
     reference_samples,
-    sample_falls,
+    settled,
     shape_key,
     stack_weights,
+    trained_estimate,
 )
 from nlicl_lib.pages.chapter_exercises import (  # noqa: F401  (the page's exercises)
     check_depth_beats_one_block,
@@ -56,15 +62,17 @@ from nlicl_lib.theory.depth import (
     stack_as_bcd,
     stack_recursion_gap,
 )
+from nlicl_lib.training.evaluate import ERROR_BARS, LossEstimate, intervals_separate
 
 __all__ = [
-    "PRINT_WIDTH", "budget_report", "construction_report", "cubic_construction_report",
-    "cubic_report", "cubic_study", "cubic_values", "curves_figure", "depth_figure",
-    "depth_panel", "depth_sweep", "free_stack_report", "free_stack_values", "gd_steps", "glue",
-    "glue_values", "glu_unit_names", "greedy_reference_report", "greedy_reference_values",
-    "load_free_stacks", "load_studies", "narrow_study_report", "reference_spread",
-    "reference_spread_report", "residual_stream_figure", "shape_key", "show", "show_source",
-    "stream_report", "study_report", "study_values", "trained_stack_report", "weights_figure",
+    "PRINT_WIDTH", "DepthClaims", "budget_table", "construction_report",
+    "cubic_construction_report", "cubic_report", "cubic_study", "cubic_values", "curves_figure",
+    "depth_claims", "depth_figure", "depth_panel", "depth_sweep", "depth_table", "depth_values",
+    "free_stack_report", "free_stack_values", "gd_steps", "glue", "glue_values",
+    "glu_unit_names", "greedy_reference_report", "greedy_reference_values", "load_free_stacks",
+    "load_studies", "narrow_wide_ratio", "reference_spread", "reference_table",
+    "residual_stream_figure", "shape_key", "show", "show_source", "stream_report",
+    "trained_stack_report", "weights_figure",
 ]
 
 PRINT_WIDTH = 76
@@ -78,17 +86,6 @@ def _side(value: float, error: float, low: float, high: float, within: str) -> s
     if value - 2 * error > high:
         return "above"
     return within
-
-
-def _first_depth_from(depths: list[int], holds: list[bool]) -> str:
-    """The first depth from which ``holds`` is true at every larger depth too."""
-    first = None
-    for L, ok in zip(depths, holds, strict=True):
-        if ok and first is None:
-            first = L
-        elif not ok:
-            first = None
-    return "no depth" if first is None else str(first)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -196,170 +193,231 @@ def cubic_construction_report(input_dim: int, slots: int) -> str:
 # the stored depth studies
 
 
-def study_report(study: dict) -> str:
-    r"""A stored depth study's table: per depth $L$ (up to the deepest), the trained stack of
-    each slot count (``-`` where none was trained) and its greedy reference (mean over the
-    fitting samples)."""
-    null = study["null_loss"]
-    means = {m: reference_samples(study, m).mean(axis=0) for m in study["slots"]}
-    first = study["references"][str(study["slots"][0])]
-    lines = [f"{len(study['trained'])} stacks, {study['training']['steps']} steps of "
-             f"{study['training']['batch_size']} prompts, {study['train_seconds']:.0f} s on "
-             f"{study['device']};\ntest: {first['test_contexts']:,} fresh contexts; references: "
-             f"mean of {len(first['fit_samples']['loss'])} fitting samples",
-             " L" + "".join(f"   trained m={m:<2d}  reference" for m in study["slots"])
-             + "  (loss / E[y²])"]
-    for L in range(1, max(study["depths"]) + 1):
-        row = f" {L}"
-        for m in study["slots"]:
-            run = study["trained"].get(shape_key(m, L))
-            row += f"   {run['loss'] / null:.4f}" if run else "         - "
-            row += f"      {means[m][L - 1]:.4f}"
-        lines.append(row)
-    return "\n".join(lines)
+def _interval(estimate: LossEstimate) -> str:
+    """``"mean ± half-width"`` of an estimate's interval (:data:`ERROR_BARS` standard errors)."""
+    return f"{estimate.mean:.4f} ± {ERROR_BARS * estimate.error:.4f}"
 
 
-def reference_spread_report(study: dict) -> str:
-    """Every greedy reference of a stored study over its fitting samples (all measured on the
-    same test contexts): per depth each sample's test loss, their median, and the largest
-    single test context's share of the loss in any sample."""
-    lines = []
-    for m in study["slots"]:
-        ref = study["references"][str(m)]
-        samples, shares = reference_samples(study, m), np.asarray(ref["fit_samples"]["worst_share"])
-        seeds = ref["fit_samples"]["fit_seeds"]
-        lines += [f"reference m = {m}: fitting samples of {ref['fit_contexts']:,} contexts,",
-                  f"  fit seeds {', '.join(map(str, seeds))}; loss / E[y²]",
-                  " L" + "".join(f"   seed {s}" for s in seeds) + "   median   largest share"]
-        for L in range(1, samples.shape[1] + 1):
-            lines.append(f" {L}" + "".join(f"   {v:.4f}" for v in samples[:, L - 1])
-                         + f"   {np.median(samples[:, L - 1]):.4f}   {shares[:, L - 1].max():6.1%}")
-    return "\n".join(lines)
+def _errors_note(study: dict) -> str:
+    ref = study["references"][str(study["slots"][0])]
+    record = next(iter(study["trained"].values()))
+    return (f"± {ERROR_BARS:g} standard errors, the larger of the pooled and the between-sample "
+            f"one. Trained: {study['test_samples']} independent test samples of "
+            f"{record['test_contexts'] // study['test_samples']:,} contexts. References: "
+            f"{len(ref['loss'])} fits, each on its own {ref['fit_contexts']:,} fitting and "
+            f"{ref['test_contexts']:,} test contexts.")
 
 
-def budget_report(study: dict, narrow: int, wide: int) -> str:
-    """The narrow and wide stacks paired at at most the same trained weights, then at the same
-    number of features written (:func:`~nlicl_lib.experiments.studies.budget_pairs`)."""
-    lines = []
-    for kind in ("weights", "features"):
-        lines.append(f"at most the same {kind}:  narrow (m = {narrow})        wide (m = {wide})")
-        for pair in budget_pairs(study, narrow, wide, kind):
-            lines.append(f"  L = {pair.narrow_depth} ({pair.narrow_budget:4d}): "
-                         f"{pair.narrow_loss:.4f}      L = {pair.wide_depth} "
-                         f"({pair.wide_budget:4d}): {pair.wide_loss:.4f}")
-    return "\n".join(lines)
-
-
-def narrow_study_report(study: dict) -> str:
-    r"""A study whose narrowest slot count $m$ is below $p_2$: the best single block with $m$
-    slots and with all $p_2$ (token size $D = d + p_2 + 1$), then per depth every slot count's
-    trained stack (± standard error) and reference, and, with two slot counts, narrow / wide
-    at equal depth (trained, and references)."""
-    null, slots = study["null_loss"], list(study["slots"])
-    d, n, p2 = study["task"]["input_dim"], study["task"]["context_length"], study["p2"]
-    m = slots[0]
-    means = {k: reference_samples(study, k).mean(axis=0) for k in slots}
-    samples = len(study["references"][str(m)]["fit_samples"]["loss"])
-    lines = [f"d = {d}, n = {n}; best single block with {m} slots "
-             f"{study['single_block'][str(m)] / null:.4f},",
-             f"  with all {p2} {study['kernel_optimum'] / null:.4f} (D = {d + p2 + 1})",
-             f"references: mean of {samples} fitting samples"
-             + (f"; m={slots[0]} / m={slots[1]}: trained, references" if len(slots) == 2
-                else ""),
-             " L" + "".join(f"   {'trained m=' + str(k):15s}  {'ref':6s}" for k in slots)
-             + ("   trained    ref" if len(slots) == 2 else "")]
-    for L in study["depths"]:
-        row = f" {L}"
-        for k in slots:
-            run = study["trained"][shape_key(k, L)]
-            row += (f"   {run['loss'] / null:.4f} ± {run['std_error'] / null:.4f}"
-                    f"  {means[k][L - 1]:.4f}")
-        if len(slots) == 2:
-            ratio = (study["trained"][shape_key(slots[0], L)]["loss"]
-                     / study["trained"][shape_key(slots[1], L)]["loss"])
-            row += f"   {ratio:7.2f}  {means[slots[0]][L - 1] / means[slots[1]][L - 1]:5.2f}"
-        lines.append(row)
-    return "\n".join(lines)
-
-
-def _rise_text(losses: np.ndarray) -> str:
-    """Where fitting samples' references rise: ``"no depth"`` or e.g. ``"depth 7 (1 of 3
-    samples)"``."""
-    falls = sample_falls(losses)
-    return ", ".join(f"depth {L} ({k} of {falls.samples} samples)"
-                     for L, k in falls.rises.items()) or "no depth"
-
-
-def study_values(study: dict, prefix: str) -> dict[str, float | int | str]:
-    r"""The numbers the page quotes from ``study``, keyed ``f"{prefix}_..."``: per slot count
-    the trained and reference losses (the reference's spread over its fitting samples, and
-    where a sample rises), the single-block optima, the heaviest test contexts; for the
-    narrowest slot count where its stacks cross the single blocks and its reference; with two
-    slot counts, narrow / wide at equal depth and the budget pairs the narrow stack wins
-    (:func:`~nlicl_lib.experiments.studies.budget_pairs`)."""
-    null, depths, slots = study["null_loss"], list(study["depths"]), list(study["slots"])
-    d = study["task"]["input_dim"]
-    out: dict[str, float | int | str] = {"depth_count": len(depths),
-                                         "kernel": study["kernel_optimum"] / null}
+def depth_table(study: dict) -> ResultTable:
+    r"""A stored depth study per trained depth $L$: every slot count's trained stack and its
+    greedy reference (intervals, :func:`~nlicl_lib.experiments.studies.trained_estimate`,
+    :func:`~nlicl_lib.experiments.studies.reference_estimates`), a trained stack neither
+    converged nor at its reference marked ``*`` (:func:`~nlicl_lib.experiments.studies.settled`),
+    and with two slot
+    counts the ratio narrow / wide of the trained stacks with its interval (delta method)."""
+    slots = list(study["slots"])
+    refs = {m: reference_estimates(study, m) for m in slots}
+    header = ["L"]
     for m in slots:
-        out[f"block_weights{m}"] = stack_weights(d, m, 1)
-    trained = {m: [study["trained"][shape_key(m, L)] for L in depths] for m in slots}
-    losses = {m: [r["loss"] / null for r in trained[m]] for m in slots}
-    samples = {m: reference_samples(study, m) for m in slots}
-    means = {m: samples[m].mean(axis=0) for m in slots}
-    out["fit_samples"] = samples[slots[0]].shape[0]
-    out["fit_contexts"] = study["references"][str(slots[0])]["fit_contexts"]
-    out["test_contexts"] = study["references"][str(slots[0])]["test_contexts"]
-    for m in slots:
-        out[f"trained{m}_first"], out[f"trained{m}_last"] = losses[m][0], losses[m][-1]
-        out[f"trained{m}_last_err"] = trained[m][-1]["std_error"] / null
-        out[f"ref{m}_first"], out[f"ref{m}_last"] = means[m][0], means[m][-1]
-        out[f"ref{m}_last_median"] = float(np.median(samples[m][:, -1]))
-        out[f"ref{m}_last_min"] = float(samples[m][:, -1].min())
-        out[f"ref{m}_last_max"] = float(samples[m][:, -1].max())
-        out[f"ref{m}_falling"] = sample_falls(samples[m]).falling
-        out[f"ref{m}_rises"] = _rise_text(samples[m])
-        out[f"ref{m}_worst"] = float(np.max(study["references"][str(m)]["fit_samples"]
-                                            ["worst_share"]))
-        if m < study["p2"]:
-            out[f"single{m}"] = study["single_block"][str(m)] / null
-    worst = max((r for m in slots for r in trained[m]), key=lambda r: r["worst_share"])
-    out["worst"], out["worst_at"] = worst["worst_share"], f"m = {worst['slots']}, L = {worst['depth']}"
-    narrow = slots[0]
-    if narrow < study["p2"]:
-        out["gap"] = out[f"single{narrow}"] / losses[narrow][-1]
-        out["depth_gain"] = losses[narrow][0] / losses[narrow][-1]
-        out["kernel_gap"] = out["kernel"] / losses[narrow][-1]
-        out["below_single_from"] = _first_depth_from(
-            depths, [v < out[f"single{narrow}"] for v in losses[narrow]])
-    out["below_kernel_from"] = _first_depth_from(depths, [v < out["kernel"] for v in losses[narrow]])
-    errors = np.asarray(study["references"][str(narrow)]["fit_samples"]["std_error"]) / null
-    last, spread = samples[narrow][:, -1], errors[:, -1]
-    out["trained_vs_ref"] = _side(losses[narrow][-1], out[f"trained{narrow}_last_err"],
-                                  float(np.min(last - 2 * spread)),
-                                  float(np.max(last + 2 * spread)), "within the spread of")
+        header += [f"trained, m = {m}", f"reference, m = {m}"]
     if len(slots) == 2:
-        wide = slots[1]
-        out["wide_wins"] = sum(w < n for w, n in zip(losses[wide], losses[narrow], strict=True))
-        cost = [n / w for n, w in zip(losses[narrow], losses[wide], strict=True)]
-        ref_cost = [means[narrow][L - 1] / means[wide][L - 1] for L in depths]
-        out["cost_min"], out["cost_max"] = float(min(cost)), float(max(cost))
-        out["cost_last"], out["ref_cost_last"] = float(cost[-1]), float(ref_cost[-1])
-        out["ref_cost_min"], out["ref_cost_max"] = float(min(ref_cost)), float(max(ref_cost))
-        out["wide_beats_ref_from"] = _first_depth_from(
-            depths, [t < samples[wide][:, L - 1].min()
-                     for t, L in zip(losses[wide], depths, strict=True)])
-        ratios = set()
-        for kind in ("weights", "features"):
-            pairs = budget_pairs(study, narrow, wide, kind)
-            wins = [p for p in pairs if p.narrow_loss < p.wide_loss]
-            out[f"{kind[:-1]}_pairs"], out[f"{kind[:-1]}_wins"] = len(pairs), len(wins)
-            out[f"{kind[:-1]}_wins_deeper"] = sum(p.narrow_depth > p.wide_depth for p in wins)
-            ratios |= {p.narrow_depth / p.wide_depth for p in wins}
-        out["win_ratio"] = (f"{ratios.pop():g}" if len(ratios) == 1
-                            else "no single ratio" if ratios else "no win")
-    return {f"{prefix}_{key}": (float(v) if isinstance(v, float | np.floating) else v)
-            for key, v in out.items()}
+        header.append(f"trained m = {slots[0]} / m = {slots[1]}")
+    rows = []
+    for L in study["depths"]:
+        row = [str(L)]
+        for m in slots:
+            mark = "" if settled(study, m, L) else " *"
+            trained = trained_estimate(study, m, L)
+            row += [f"{_interval(trained)} ({trained.median:.4f}){mark}",
+                    _interval(refs[m][L - 1])]
+        if len(slots) == 2:
+            ratio, error = narrow_wide_ratio(study, L)
+            row.append(f"{ratio:.2f} ± {ERROR_BARS * error:.2f}")
+        rows.append(tuple(row))
+    steps = study["training"]["steps"]
+    return ResultTable(
+        tuple(header), tuple(rows),
+        caption=f"Test loss / E[y²] by depth, d = {study['task']['input_dim']}: trained stacks "
+                f"({steps} steps) and greedy references",
+        notes=(_errors_note(study),
+               "In brackets: the median of a trained stack's sample means.",
+               f"* still improving and above its reference: training {steps} steps instead of "
+               f"{steps // 2} lowered the median of its sample means by more than "
+               f"{CONVERGED:.0%}."))
+
+
+def narrow_wide_ratio(study: dict, depth: int) -> tuple[float, float]:
+    r"""Narrow over wide trained loss at ``depth`` and its standard error by the delta method,
+    $r\sqrt{(\mathrm{se}_a/a)^2 + (\mathrm{se}_b/b)^2}$ (independent estimates: the two stacks'
+    samples are paired on the same contexts, which this leaves out, erring wide)."""
+    narrow, wide = (trained_estimate(study, m, depth) for m in study["slots"][:2])
+    ratio = narrow.mean / wide.mean
+    return ratio, ratio * float(np.hypot(narrow.error / narrow.mean, wide.error / wide.mean))
+
+
+def reference_table(study: dict) -> ResultTable:
+    r"""Every greedy reference of a stored study, per depth: its interval over the independent
+    samples (fitting and test contexts), the median of the sample means, how many samples'
+    estimates rose from the depth before, and the largest single test context's share of a
+    sample's loss."""
+    slots = list(study["slots"])
+    header = ["L"]
+    for m in slots:
+        header += [f"m = {m}", "median", "rose in", "largest share"]
+    refs = {m: reference_estimates(study, m) for m in slots}
+    samples = {m: reference_samples(study, m) for m in slots}
+    rose = {m: np.diff(samples[m], axis=1) > 0 for m in slots}
+    shares = {m: np.asarray(study["references"][str(m)]["worst_share"]) for m in slots}
+    rows = []
+    for L in range(1, len(refs[slots[0]]) + 1):
+        row = [str(L)]
+        for m in slots:
+            up = "-" if L == 1 else f"{int(rose[m][:, L - 2].sum())} of {samples[m].shape[0]}"
+            row += [_interval(refs[m][L - 1]), f"{refs[m][L - 1].median:.4f}", up,
+                    f"{shares[m][:, L - 1].max():.0%}"]
+        rows.append(tuple(row))
+    return ResultTable(tuple(header), tuple(rows),
+                       caption="Greedy references / E[y²]: interval, median of the samples, "
+                               "samples whose estimate rose, largest single context's share",
+                       notes=(_errors_note(study),))
+
+
+def budget_table(study: dict, narrow: int, wide: int) -> ResultTable:
+    """The narrow and wide trained stacks paired at at most the same trained weights, then at
+    the same number of features written (:func:`~nlicl_lib.experiments.studies.budget_pairs`),
+    with their intervals and which is lower where the intervals separate."""
+    rows = []
+    for kind in ("weights", "features"):
+        for pair in budget_pairs(study, narrow, wide, kind):
+            a = trained_estimate(study, narrow, pair.narrow_depth)
+            b = trained_estimate(study, wide, pair.wide_depth)
+            verdict = (("narrow" if a.mean < b.mean else "wide") if intervals_separate(a, b)
+                       else "not separated")
+            rows.append((kind, f"L = {pair.narrow_depth} ({pair.narrow_budget})", _interval(a),
+                         f"L = {pair.wide_depth} ({pair.wide_budget})", _interval(b), verdict))
+    return ResultTable(
+        ("budget", f"narrow, m = {narrow}", "loss", f"wide, m = {wide}", "loss", "lower"),
+        tuple(rows), caption="Narrow and wide trained stacks at (at most) the same budget",
+        notes=(_errors_note(study),))
+
+
+@dataclass(frozen=True)
+class DepthClaims:
+    r"""What the page says of a stored depth study, recomputed from it (the tests hold it):
+    per trained depth, ``wide_vs_narrow``: ``"wide"`` or ``"narrow"`` where the trained stacks'
+    intervals separate (the lower one), ``"-"`` where not; ``narrow_vs_reference``,
+    ``wide_vs_reference``: ``"below"``, ``"above"`` or ``"-"`` for each trained stack against
+    its greedy reference; ``unconverged``: the shapes the last doubling of the steps still
+    improved by more than :data:`~nlicl_lib.experiments.studies.CONVERGED`; ``unsettled``: those
+    of them above their reference (:func:`~nlicl_lib.experiments.studies.settled`);
+    ``narrow_below_single``, ``narrow_below_kernel``: the depths whose narrow stack's interval
+    lies wholly below the best single block with its slots, and below the best single block of
+    any size; ``budget_wins``: per budget, the (narrow depth, wide depth) pairs the narrow stack
+    wins with separated intervals, ``budget_losses``: those the wide stack wins; ``cost``: the
+    narrow / wide ratio and its standard error at the depths where the wide stack is lower."""
+
+    depths: tuple[int, ...]
+    wide_vs_narrow: tuple[str, ...]
+    narrow_vs_reference: tuple[str, ...]
+    wide_vs_reference: tuple[str, ...]
+    unconverged: tuple[str, ...]
+    unsettled: tuple[str, ...]
+    narrow_below_single: tuple[int, ...]
+    narrow_below_kernel: tuple[int, ...]
+    budget_wins: dict[str, tuple[tuple[int, int], ...]]
+    budget_losses: dict[str, tuple[tuple[int, int], ...]]
+    cost: dict[int, tuple[float, float]]
+
+
+def _order(a: LossEstimate, b: LossEstimate, lower: str, higher: str) -> str:
+    if not intervals_separate(a, b):
+        return "-"
+    return lower if a.mean < b.mean else higher
+
+
+def depth_claims(study: dict) -> DepthClaims:
+    """:class:`DepthClaims` of a stored study with two slot counts (narrow first)."""
+    narrow, wide = study["slots"][:2]
+    depths = tuple(study["depths"])
+    null = study["null_loss"]
+    refs = {m: reference_estimates(study, m) for m in (narrow, wide)}
+    trained = {m: {L: trained_estimate(study, m, L) for L in depths} for m in (narrow, wide)}
+    versus = tuple(_order(trained[wide][L], trained[narrow][L], "wide", "narrow") for L in depths)
+    single = study["single_block"][str(narrow)] / null if narrow < study["p2"] else -np.inf
+    kernel = study["kernel_optimum"] / null
+    wins, losses = {}, {}
+    for kind in ("weights", "features"):
+        verdicts = {(p.narrow_depth, p.wide_depth): _order(trained[narrow][p.narrow_depth],
+                                                          trained[wide][p.wide_depth], "n", "w")
+                    for p in budget_pairs(study, narrow, wide, kind)}
+        wins[kind] = tuple(pair for pair, v in verdicts.items() if v == "n")
+        losses[kind] = tuple(pair for pair, v in verdicts.items() if v == "w")
+    return DepthClaims(
+        depths, versus,
+        tuple(_order(trained[narrow][L], refs[narrow][L - 1], "below", "above") for L in depths),
+        tuple(_order(trained[wide][L], refs[wide][L - 1], "below", "above") for L in depths),
+        tuple(shape_key(m, L) for m in (narrow, wide) for L in depths
+              if not converged(study, m, L)),
+        tuple(shape_key(m, L) for m in (narrow, wide) for L in depths
+              if not settled(study, m, L)),
+        tuple(L for L in depths if trained[narrow][L].interval[1] < single),
+        tuple(L for L in depths if trained[narrow][L].interval[1] < kernel),
+        wins, losses,
+        {L: narrow_wide_ratio(study, L) for L, v in zip(depths, versus, strict=True)
+         if v == "wide"})
+
+
+def _depth_list(depths: Sequence[int]) -> str:
+    """``"1, 2 and 4"``, ``"no depth"``."""
+    items = [str(L) for L in depths]
+    if not items:
+        return "no depth"
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def depth_values(study: dict, prefix: str) -> dict[str, float | int | str]:
+    r"""The few numbers the page quotes from a study's :class:`DepthClaims`, keyed
+    ``f"{prefix}_..."``: how many depths the wide stack is lower at (``wide_lower``, of
+    ``depth_count``) and where the intervals do not separate (``unseparated``); the narrow
+    stacks against their reference (``narrow_below_ref``, ``narrow_above_ref``: depth lists);
+    the wide ones (``wide_below_ref``); the narrow / wide cost range where the wide stack is
+    lower (``cost_min``, ``cost_max``); the first depths below the best single block of the
+    narrow size and of any size (``below_single_from``, ``below_kernel_from``); the budget wins
+    (``weight_wins``, ``feature_wins``, ``wins_deeper``: whether the narrow stack is the deeper
+    one in every win); the unconverged stacks (``unconverged``)."""
+    claims = depth_claims(study)
+    depths = claims.depths
+    costs = [ratio for ratio, _ in claims.cost.values()]
+    wins = [pair for pairs in claims.budget_wins.values() for pair in pairs]
+
+    def where(values: tuple[str, ...], label: str) -> str:
+        return _depth_list([L for L, v in zip(depths, values, strict=True) if v == label])
+
+    def from_on(hits: tuple[int, ...]) -> str:
+        tail = [L for L in depths if L >= min(hits)] if hits else []
+        return str(min(hits)) if hits and list(hits) == tail else _depth_list(hits)
+
+    out: dict[str, float | int | str] = {
+        "depth_count": len(depths), "wide_lower": claims.wide_vs_narrow.count("wide"),
+        "narrow_lower": claims.wide_vs_narrow.count("narrow"),
+        "unseparated": where(claims.wide_vs_narrow, "-"),
+        "narrow_below_ref": where(claims.narrow_vs_reference, "below"),
+        "narrow_above_ref": where(claims.narrow_vs_reference, "above"),
+        "narrow_near_ref": where(claims.narrow_vs_reference, "-"),
+        "wide_below_ref": where(claims.wide_vs_reference, "below"),
+        "wide_above_ref": where(claims.wide_vs_reference, "above"),
+        "cost_min": float(min(costs)) if costs else float("nan"),
+        "cost_max": float(max(costs)) if costs else float("nan"),
+        "below_single_from": from_on(claims.narrow_below_single),
+        "below_kernel_from": from_on(claims.narrow_below_kernel),
+        "weight_wins": len(claims.budget_wins["weights"]),
+        "feature_wins": len(claims.budget_wins["features"]),
+        "wins_deeper": "every" if wins and all(a > b for a, b in wins) else "not every",
+        "unconverged": len(claims.unconverged), "unsettled": len(claims.unsettled),
+        "stacks": 2 * len(depths),
+        "steps": study["training"]["steps"],
+    }
+    return {f"{prefix}_{key}": value for key, value in out.items()}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -434,7 +492,7 @@ def free_stack_values(data: dict) -> dict[str, float | str]:
 
 def cubic_report(study: CubicStudy) -> str:
     """The cubic study's table: the trained stacks of one and two blocks and the reference
-    (± standard error), the exact loss of the trained block, and the two one-step optima."""
+    (± two standard errors), the exact loss of the trained block, and the two one-step optima."""
     one, two = study.keys
     null, sweep, reference = study.null_loss, study.sweep, study.reference
     lines = [f"cubic task: 2 stacks, {study.train_config.steps} steps of "
@@ -443,7 +501,7 @@ def cubic_report(study: CubicStudy) -> str:
             ("trained, L = 1", sweep.loss[one], sweep.std_error[one]),
             ("trained, L = 2", sweep.loss[two], sweep.std_error[two]),
             ("greedy reference, L = 2", reference.loss[1], reference.std_error[1])]:
-        lines.append(f"  {name:24s} {value / null:.4f} ± {error / null:.4f}")
+        lines.append(f"  {name:24s} {value / null:.4f} ± {ERROR_BARS * error / null:.4f}")
     lines += [f"  one trained block, exact: {sweep.exact[one] / null:.4f}",
               f"best single block, any m (x and quadratics): {study.one_block / null:.4f}",
               f"one GD step on all {study.all_monomials} monomials of degree ≤ 3: "
@@ -452,8 +510,9 @@ def cubic_report(study: CubicStudy) -> str:
 
 
 def cubic_values(study: CubicStudy) -> dict[str, float | str]:
-    """The cubic study's numbers the page quotes, and where the trained stack and the
-    reference lie (± 2 standard errors) against one GD step on all monomials."""
+    """The cubic study's numbers the page quotes (``..._err``: the half-width of the interval,
+    :data:`~nlicl_lib.training.evaluate.ERROR_BARS` standard errors), and where the trained
+    stack and the reference lie (their intervals) against one GD step on all monomials."""
     one, two = study.keys
     null, sweep, reference = study.null_loss, study.sweep, study.reference
 
@@ -464,9 +523,9 @@ def cubic_values(study: CubicStudy) -> dict[str, float | str]:
     return {
         "cubic_depth1": sweep.exact[one] / null,
         "cubic_depth1_estimate": sweep.normalised(one),
-        "cubic_depth1_err": sweep.std_error[one] / null,
+        "cubic_depth1_err": ERROR_BARS * sweep.std_error[one] / null,
         "cubic_depth2": sweep.normalised(two),
-        "cubic_depth2_err": sweep.std_error[two] / null,
+        "cubic_depth2_err": ERROR_BARS * sweep.std_error[two] / null,
         "cubic_reference2": float(reference.normalised()[1]),
         "cubic_one_block": study.one_block / null,
         "cubic_all_features": study.all_features / null,
@@ -516,28 +575,24 @@ def _normalised(study: dict, values: Iterable[float]) -> list[float]:
 
 def reference_spread(study: dict, m: int) -> tuple[list[int], np.ndarray, np.ndarray,
                                                     np.ndarray]:
-    """The greedy reference with ``m`` slots per depth, normalised: the mean over its fitting
-    samples, and the lowest and highest of every sample's estimate ∓ 2 standard errors (over
-    the test contexts): the error bars of the figures."""
-    samples = reference_samples(study, m)
-    errors = np.asarray(study["references"][str(m)]["fit_samples"]["std_error"]) / study[
-        "null_loss"]
-    return (list(range(1, samples.shape[1] + 1)), samples.mean(axis=0),
-            (samples - 2 * errors).min(axis=0), (samples + 2 * errors).max(axis=0))
+    """The greedy reference with ``m`` slots per depth, normalised: its mean over the
+    independent samples and the ends of its interval (the figures' error bars)."""
+    estimates = reference_estimates(study, m)
+    return (list(range(1, len(estimates) + 1)), np.array([e.mean for e in estimates]),
+            np.array([e.interval[0] for e in estimates]),
+            np.array([e.interval[1] for e in estimates]))
 
 
 def _trace_pairs(study: dict, x_of: Callable[[int, int], float]) -> list[go.Scatter]:
-    """Per slot count: the trained stacks (± 2 standard errors) and their reference (its
-    fitting samples' spread)."""
+    """Per slot count: the trained stacks and their reference, with their intervals."""
     traces = []
     for index, m in enumerate(study["slots"]):
         color = PALETTE[index]
         depths = list(study["depths"])
-        runs = [study["trained"][shape_key(m, L)] for L in depths]
-        traces.append(trained_trace([x_of(m, L) for L in depths],
-                                    _normalised(study, [r["loss"] for r in runs]),
+        runs = [trained_estimate(study, m, L) for L in depths]
+        traces.append(trained_trace([x_of(m, L) for L in depths], [r.mean for r in runs],
                                     f"trained, m = {m} slots", color=color,
-                                    error_y=_normalised(study, [2 * r["std_error"] for r in runs])))
+                                    error_y=[ERROR_BARS * r.error for r in runs]))
         depths, mean, low, high = reference_spread(study, m)
         name = (f"L steps of kernel GD, best Γ (m = {study['p2']})" if m >= study["p2"]
                 else f"block-coordinate reference, m = {m}")
@@ -600,7 +655,7 @@ def curves_figure(studies: dict[str, dict], title: str) -> go.Figure:
                 run = study["trained"][shape_key(m, L)]
                 curve = _normalised(study, run["history"])
                 steps = (np.arange(len(curve)) + 1) * window
-                reference = float(reference_samples(study, m)[:, L - 1].mean())
+                reference = reference_estimates(study, m)[L - 1].mean
                 panels[(shape, L)] = [
                     trained_trace(steps, curve, "batch loss (mean of 25 steps)", mode="lines"),
                     trained_trace([steps[-1]], [run["loss"] / study["null_loss"]],

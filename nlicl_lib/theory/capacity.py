@@ -391,7 +391,7 @@ class SlotIncrements:
 def slot_increments(task: TaskConfig) -> SlotIncrements:
     r"""$\ell_r$ of Proposition 12 (prop-capacity) in closed form, $r = 0, \dots, p_2$, for the
     degree-$\le 2$ task $y = \beta^\top\phi(x)$, $\phi = (x;\ \phi_2)$, $\beta \sim
-    \mathcal N(0, I)$, $x \sim \mathcal N(0, I_d)$ (item 5, "Equal increments").
+    \mathcal N(0, I)$, $x \sim \mathcal N(0, I_d)$ (item 5, "What each slot is worth").
 
     With $S = \mathbb E[\phi\phi^\top]$ and $K = \frac{n-1}{n} S^2 + \frac1n
     \mathbb E[\|\phi\|^2\phi\phi^\top] + \frac{\sigma^2}{n} S$ (the $B$ of Corollary 10

@@ -89,10 +89,12 @@ def theory_values(task: TaskConfig, config: ModelConfig,
         kind = EXACT_OPTIMUM
     if structured and config.depth == 1 and not covers and config.glu_reads == "x":
         optimum = best_block(task, config.feature_slots, config.glu_width)
-        loss, name = optimum.loss, (f"best block with m={config.feature_slots} slots, width "
-                                    f"h={config.glu_width} ({ref('prop-capacity')}: exact loss, "
-                                    "optimised span)")
-        kind = (EXACT_OPTIMUM if meets_capacity_bound(task, config, loss) else OPTIMISED_EXACT)
+        loss, exact = optimum.loss, meets_capacity_bound(task, config, optimum.loss)
+        size = f"m={config.feature_slots} slots, width h={config.glu_width}"
+        name = (f"best block with {size}: the closed form ℓ_{min(config.feature_slots, config.glu_width)} "
+                f"of {ref('prop-capacity')}, item 5, attained (item 1)" if exact else
+                f"best block with {size} ({ref('prop-capacity')}: exact loss, optimised span)")
+        kind = EXACT_OPTIMUM if exact else OPTIMISED_EXACT
     if (structured and config.depth > 1 and config.glu_reads != "all" and task.kind == "poly"
             and task.degree <= 3 and task.noise_std == 0):
         fit = check_int("reference_contexts", reference_contexts, minimum=1_000)

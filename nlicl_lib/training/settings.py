@@ -45,6 +45,10 @@ PURPOSES: dict[str, dict[str, int | float]] = {
     "panel-ch4": {"steps": 800, "learning_rate": 0.02},
     # chapter 5: narrow stacks (m < p_2, GLUs reading x) at eta = 0.02, i.e. 0.02 / L each
     "narrow-stacks": {"learning_rate": 0.02},
+    # chapter 5's depth study: the narrow stacks' rate, four times their steps; at 1000 steps
+    # the deep narrow stacks were still falling (d = 3, depth 8: 0.0153 at 1000 steps, 0.0098
+    # at 2000); the study checks each stack against itself trained half as long
+    "depth-study": {"steps": 4000, "learning_rate": 0.02},
     # chapter 5's panel: the narrow stacks with fewer, smaller steps (20 s on two cores)
     "panel-ch5": {"steps": 600, "batch_size": 500, "learning_rate": 0.02},
     # the command line's GLU-LSA stacks of 3 or more blocks at n = 100: within a minute on two
