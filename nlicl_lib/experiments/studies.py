@@ -539,7 +539,7 @@ def _commit() -> str | None:
     return out.stdout.strip() or None
 
 
-def _first_test_prompts(count: int) -> Prompts:
+def first_test_prompts(count: int) -> Prompts:
     """The first ``count`` prompts of the test stream of :data:`FREE_SEED` (batches of
     :data:`TEST_BATCH`, as the free stacks' test losses draw them)."""
     batches = list(batches_of_test_prompts(FREE_TASK, FREE_SEED, "cpu", torch.float32,
@@ -549,27 +549,30 @@ def _first_test_prompts(count: int) -> Prompts:
 
 
 @torch.no_grad()
-def free_agreement(model: InContextRegressor, prompts: Prompts,
-                   groups: int = AGREEMENT_GROUPS) -> tuple[np.ndarray, np.ndarray]:
+def free_agreement(model: InContextRegressor, prompts: Prompts, groups: int = AGREEMENT_GROUPS,
+                   last: bool = False) -> tuple[np.ndarray, np.ndarray]:
     r"""$A_\ell$ (:func:`~nlicl_lib.theory.depth.stream_agreement`) of the blocks
-    $\ell < L$ of ``model``, the blocks whose writes into the context labels reach the
-    prediction (the last block's never do: only the query's label entry is read out), with its
-    standard error: the prompts split into ``groups`` groups $g$ of equal size,
-    $A_\ell^{(g)}$ on each, and
+    $\ell < L$ of ``model``, with its standard error: the prompts split into ``groups`` groups
+    $g$ of equal size, $A_\ell^{(g)}$ on each, and
 
     $$\bar A_\ell = \frac1G \sum_g A_\ell^{(g)}, \qquad
       \mathrm{se}_\ell = \frac{s_G(A_\ell^{(g)})}{\sqrt G}.$$
 
-    Returns ``(mean, std_error)``, shape ``(L - 1,)`` each (empty for one block)."""
+    The blocks $\ell < L$ are those whose label changes the next block's attention reads. The
+    last block's label change includes what its attention writes into the context labels,
+    which nothing reads (the prediction is the query's label entry alone), so the loss hardly
+    constrains $A_L$; ``last``: measure it too. Returns ``(mean, std_error)``, shape
+    ``(L - 1,)`` each (empty for one block), ``(L,)`` with ``last``."""
     groups = check_int("groups", groups, minimum=2)
     size = prompts.x.shape[0] // groups
     if size < 1:
         raise ConfigError("groups", groups, f"at most the {prompts.x.shape[0]} prompts")
-    if model.depth == 1:
+    blocks = model.depth if last else model.depth - 1
+    if blocks == 0:
         return np.zeros(0), np.zeros(0)
     values = np.array([stream_agreement(model, Prompts(
         prompts.x[g * size:(g + 1) * size], prompts.y[g * size:(g + 1) * size],
-        prompts.coefficients[g * size:(g + 1) * size]))[:-1] for g in range(groups)])
+        prompts.coefficients[g * size:(g + 1) * size]))[:blocks] for g in range(groups)])
     return values.mean(axis=0), values.std(axis=0, ddof=1) / np.sqrt(groups)
 
 
@@ -599,6 +602,12 @@ class FreeRun:
     seed: int
     eta: float
     steps: int
+
+    def __post_init__(self) -> None:
+        check_choice("start", self.start, STARTS)
+        check_int("seed", self.seed, minimum=0)
+        check_float("eta", self.eta, 0.0, strict_minimum=True)
+        check_int("steps", self.steps, minimum=1)
 
     @property
     def key(self) -> str:
@@ -669,7 +678,7 @@ def run_free_stacks(depths: tuple[int, ...] = FREE_DEPTHS, device: str = "cpu",
     gd_training = STUDY_TRAINING if steps is None else replace(STUDY_TRAINING, steps=steps)
     sweep = depth_sweep(FREE_TASK, [(FREE_SLOTS, L) for L in depths], gd_training,
                         test_prompts=TEST_CONTEXTS, device=device, progress=progress)
-    shown = _first_test_prompts(AGREEMENT_PROMPTS)
+    shown = first_test_prompts(AGREEMENT_PROMPTS)
     test = {"num_prompts": FREE_TEST_PROMPTS, "test_samples": FREE_TEST_SAMPLES,
             "seed": FREE_SEED, "batch_size": TEST_BATCH}
     seconds = dict.fromkeys(parts, 0.0)
@@ -765,7 +774,8 @@ def load_free_stacks(path: Path | str = FREE_STACK_FILE) -> dict:
 @dataclass(frozen=True)
 class FreeSummary:
     r"""One stored free run read against its family (losses over $\mathbb E[y^2]$): ``loss``
-    and ``gd_form`` (the GD-form stack of the same depth) as estimates; ``reaches``: its
+    and ``gd_form`` (the GD-form loss of its family, :func:`family_gd_form_loss`) as
+    estimates; ``reaches``: its
     interval is not above the GD-form one; ``below``: the intervals separate, the free run
     below; ``doubled_change``: for a run at $T$ steps with a run of the same start, seed and
     rate at :data:`FREE_DOUBLING` $T$ stored (and for that run), the change of the loss from
@@ -792,12 +802,30 @@ class FreeSummary:
     diverged_at: int | None = None
 
 
+def gd_form_losses(data: dict, depth: int) -> dict[str, LossEstimate]:
+    r"""The stored GD-form stacks of ``depth`` blocks, losses over $\mathbb E[y^2]$:
+    ``"study"``, trained with the depth study's settings, and (when stored) ``"continued"``,
+    that stack trained on in GD form with the free stacks' settings."""
+    entry, null = data["depth_runs"][str(depth)], data["null_loss"]
+    out = {"study": estimate_from_json(entry["gd_form"]["loss"], null)}
+    if "continued" in entry:
+        out["continued"] = estimate_from_json(entry["continued"]["loss"], null)
+    return out
+
+
+def family_gd_form_loss(data: dict, depth: int) -> LossEstimate:
+    """The GD-form loss of the free stacks' family at ``depth``: the lower (by its mean) of the
+    stored GD-form stacks' losses (:func:`gd_form_losses`); the free family contains both."""
+    return min(gd_form_losses(data, depth).values(), key=lambda estimate: estimate.mean)
+
+
 def free_summaries(data: dict) -> list[FreeSummary]:
     """Every stored free run (:func:`load_free_stacks`) read by the convergence criterion of
-    :class:`FreeSummary`, depth by depth in the stored order."""
+    :class:`FreeSummary` against the GD-form loss of its family
+    (:func:`family_gd_form_loss`), depth by depth in the stored order."""
     null, out = data["null_loss"], []
     for key, entry in data["depth_runs"].items():
-        gd = estimate_from_json(entry["gd_form"]["loss"], null)
+        gd = family_gd_form_loss(data, int(key))
         stored = {run["key"]: run for run in entry["runs"]}
         for run in entry["runs"]:
             if "diverged_at" in run:
