@@ -395,3 +395,14 @@ def test_a_planned_run_refuses_bad_input():
     for bad in ({"start": "warm"}, {"seed": -1}, {"eta": 0.0}, {"steps": 0}):
         with pytest.raises(ConfigError):
             studies.FreeRun(**{"start": "random", "seed": 0, "eta": 0.01, "steps": 10, **bad})
+
+
+def test_the_stored_gd_form_weights_give_the_stored_gd_form_losses(free):
+    """Depth 3, the family's loss of the section's sentences: both GD-form stacks' first two
+    test samples recomputed from their stored weights (task and query integrated out)."""
+    entry = free["depth_runs"]["3"]
+    for stored in (entry["gd_form"], entry["continued"]):
+        model = studies.gd_form_stack_from_json(3, stored["weights"])
+        loss = test_loss(model, TASK, integrate="task+query", **{**free["test"], "test_samples": 2})
+        np.testing.assert_allclose(loss.sample_means, stored["loss"]["sample_means"][:2],
+                                   rtol=1e-6)
