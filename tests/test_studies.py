@@ -1,5 +1,6 @@
-"""The stored studies (chapter 4's full blocks, chapter 5's depth study and free stacks): the
-stored files are what the scripts make, and the pages' sentences follow from them."""
+"""The stored studies (chapter 4's full blocks, chapter 5's depth study; the free stacks are in
+test_free_stacks.py): the stored files are what the scripts make, and the pages' sentences
+follow from them."""
 
 import json
 import subprocess
@@ -9,10 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from nlicl_lib.core.models import ModelConfig, build_model
-from nlicl_lib.core.tasks import TaskConfig, sample_prompts
+from nlicl_lib.core.tasks import TaskConfig
 from nlicl_lib.experiments import studies
 from nlicl_lib.experiments.studies import (
     CONVERGED,
@@ -33,10 +33,7 @@ from nlicl_lib.experiments.studies import (
     trained_estimate,
 )
 from nlicl_lib.pages import ch4
-from nlicl_lib.theory import depth
 from nlicl_lib.theory.capacity import slot_increments
-from nlicl_lib.training.evaluate import test_loss
-from nlicl_lib.training.settings import default_train_config
 from nlicl_lib.training.train import train
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -154,65 +151,6 @@ def test_script_reproduces_the_stored_references(tmp_path, study, slots):
                            np.array(stored[key])[:2, :2], rtol=1e-6), key
     assert fresh["single_block"][str(slots)] == pytest.approx(
         load_studies()[study]["single_block"][str(slots)], rel=1e-9)
-
-
-# the free stacks
-
-
-@pytest.fixture(scope="module")
-def free() -> dict:
-    return studies.load_free_stacks()
-
-
-def test_stored_free_stacks_were_made_with_the_named_settings(free):
-    assert free["depths"] == list(studies.FREE_DEPTHS)
-    assert free["seed"] == studies.FREE_SEED
-    assert free["training"] == asdict(studies.free_training(1))
-    for key, row in free["rows"].items():
-        L = int(key)
-        assert studies.free_training(L) == default_train_config(
-            studies.FREE_TASK, studies.free_model_config(L), purpose="free-stacks", seed=0)
-        assert row["learning_rate"] == pytest.approx(studies.free_training(L).learning_rate)
-        assert len(row["agreement"]) == len(row["gd_form_agreement"]) == L
-        for name in ("loss", "std_error", "reference_loss", "gd_form_loss"):
-            assert np.isfinite(row[name]) and row[name] > 0, name
-
-
-def test_rerunning_the_start_of_the_shallowest_free_run_gives_the_stored_losses(free):
-    L = min(free["depths"])
-    head = free["rows"][str(L)]["history_head"]
-    result = train(studies.build_free_stack(L), studies.FREE_TASK, studies.free_training(L),
-                   progress=False, callback=lambda step, loss: step + 1 >= len(head))
-    np.testing.assert_allclose(result.loss_history, head, rtol=1e-4)
-
-
-def test_the_stored_free_weights_give_the_stored_test_loss(free):
-    """The deepest free stack's loss recomputed from its stored weights on the same prompts."""
-    L = max(free["depths"])
-    row = free["rows"][str(L)]
-    model = studies.free_stack_from_json(L, row["weights"])
-    full = test_loss(model, studies.FREE_TASK, studies.FREE_TEST_PROMPTS, seed=studies.FREE_SEED)
-    assert full.mean == pytest.approx(row["loss"], rel=1e-4)
-    assert full.std_error == pytest.approx(row["std_error"], rel=1e-3)
-
-
-def test_agreement_is_one_for_a_gd_form_stack_and_falls_with_dense_attention():
-    task = studies.FREE_TASK
-    model = depth.reference_model(task, 3, 3, gammas=depth.random_gammas(6, 3, seed=1)).double()
-    prompts = sample_prompts(task, 16, 5, 0, dtype=torch.float64)
-    np.testing.assert_allclose(depth.stream_agreement(model, prompts), 1.0, atol=1e-10)
-    dense = depth.with_dense_attention(model, 0.05, seed=0)
-    assert depth.stream_agreement(dense, prompts).max() < 0.9
-
-
-def test_agreement_of_a_free_block_falls_when_its_glu_reads_the_label():
-    model = studies.build_free_stack(1, dtype=torch.float64)
-    prompts = sample_prompts(studies.FREE_TASK, 16, 5, 0, dtype=torch.float64)
-    with torch.no_grad():
-        model.blocks[0].glu.w1[:, -1] = 1.0
-        model.blocks[0].glu.w2[:, -1] = 1.0
-        model.blocks[0].lsa.p.copy_(torch.eye(7))
-    assert depth.stream_agreement(model, prompts)[0] < 0.9
 
 
 # chapter 4's full blocks

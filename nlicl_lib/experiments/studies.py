@@ -16,14 +16,16 @@ with their loaders: chapter 4's full blocks trained long, chapter 5's trained st
   of preconditioned GD on the whole kernel's features), fitted on :data:`FIT_SAMPLES`
   independent samples of contexts, and the best single block with $m$ slots (Proposition 12
   (prop-capacity)). ``python tools/make_depth_study.py`` rewrites the file.
-- The free stacks (:func:`run_free_stacks`, :func:`load_free_stacks`): stacks that drop both
-  assumptions of Theorem 13 (thm-depth-bcd): each block learns all of $P_\ell, Q_\ell$ and its
-  GLU reads the whole token (label included) and writes every entry
-  (:func:`free_model_config`). Their prediction need not be linear in the labels, so their test
-  loss is the Monte Carlo mean of $(\hat y - y_{n+1})^2$; how much of the block-coordinate
-  picture holds is $A_\ell$ (:func:`~nlicl_lib.theory.depth.stream_agreement`) and $R^2$ of
-  their prediction by the recursion's (:func:`~nlicl_lib.theory.depth.prediction_r2`).
-  ``python tools/make_free_stack.py`` rewrites the file.
+- The free stacks (:func:`run_free_stacks`, :func:`load_free_stacks`, :func:`free_summaries`):
+  stacks that drop both assumptions of Theorem 13 (thm-depth-bcd): each block learns all of
+  $P_\ell, Q_\ell$ and its GLU reads the whole token (label included) and writes every entry
+  (:func:`free_model_config`). Trained from the GD-form stack of the same shape written into
+  them exactly (:func:`free_stack_from_gd_form`) and from random starts over seeds and rates
+  (:func:`free_plan`). Their prediction need not be linear in the labels, so their test loss is
+  the Monte Carlo mean of $(\hat y - y_{n+1})^2$ on independent test samples; how much of the
+  block-coordinate picture holds is $A_\ell$ (:func:`free_agreement`) of the blocks $\ell < L$,
+  whose writes into the context labels reach the prediction. ``python tools/make_free_stack.py``
+  rewrites the file.
 - :func:`cubic_study`: one and two trained blocks on a cubic task, where a second block whose
   GLU reads the slots raises the degree of the features.
 
@@ -32,6 +34,7 @@ Losses are unnormalised; ``null_loss`` is $\mathbb E[y^2]$.
 
 from __future__ import annotations
 
+import copy
 import json
 import platform
 import subprocess
@@ -43,7 +46,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from nlicl_lib.core.errors import ConfigError, check_choice, check_int
+from nlicl_lib.core.errors import (
+    ConfigError,
+    TrainingDivergedError,
+    check_choice,
+    check_float,
+    check_int,
+)
 from nlicl_lib.core.models import InContextRegressor, ModelConfig, build_model
 from nlicl_lib.core.monomials import monomial_count, monomial_name
 from nlicl_lib.core.tasks import Prompts, TaskConfig
@@ -52,21 +61,21 @@ from nlicl_lib.theory.closed_forms import kernel_features, null_loss, one_step_g
 from nlicl_lib.theory.depth import (
     GreedyReference,
     greedy_reference,
-    prediction_r2,
-    reference_model,
     schedule_features,
     stream_agreement,
 )
 from nlicl_lib.theory.kernel import block_summaries
 from nlicl_lib.theory.values import exact_model_loss
 from nlicl_lib.training.evaluate import (
+    ERROR_BARS,
     LossEstimate,
     batches_of_test_prompts,
     combine_samples,
+    intervals_separate,
     test_loss,
 )
-from nlicl_lib.training.settings import default_train_config
-from nlicl_lib.training.train import TrainConfig, train
+from nlicl_lib.training.settings import base_settings, default_train_config
+from nlicl_lib.training.train import TrainConfig, TrainResult, train
 
 DATA = Path(__file__).parent / "data"
 STUDY_FILE = DATA / "depth_study.json"
@@ -471,10 +480,31 @@ FREE_TASK: TaskConfig = STUDIES["d3"].task
 FREE_SLOTS = 3
 FREE_DEPTHS = (1, 2, 3)
 FREE_SEED = 0
-FREE_TEST_PROMPTS = 100_000
-AGREEMENT_PROMPTS = 200
+FREE_SEEDS = (0, 1, 2)
+"""The random starts trained at the free rate (initial weights and prompts of each seed)."""
+FREE_RATES = (0.005, 0.02)
+r"""The other rates $\eta$ (one block's, divided by $L$) tried for :data:`FREE_SEED` from the
+random start, beside the purpose's $\eta$ = 0.01 (``"free-stacks"``)."""
+FREE_DOUBLING = 2
+"""The convergence check: seed :data:`FREE_SEED` at the free rate is also trained this many
+times as long (:func:`free_summaries`)."""
+STARTS = ("random", "gd-form")
+FREE_TEST_PROMPTS = 10_000
+FREE_TEST_SAMPLES = 10
+"""Every loss of a free stack: :data:`FREE_TEST_SAMPLES` independent samples of
+:data:`FREE_TEST_PROMPTS` test prompts (plain Monte Carlo: its prediction is not linear in the
+labels)."""
+TEST_BATCH = 1000
+"""Test prompts are drawn in batches of this many (one sampling thread on the CPU)."""
+AGREEMENT_PROMPTS = 2000
+AGREEMENT_GROUPS = 20
+r"""$A_\ell$ is measured on :data:`AGREEMENT_GROUPS` groups of prompts,
+:data:`AGREEMENT_PROMPTS` in all (:func:`free_agreement`)."""
 HISTORY_HEAD = 50
 """Raw batch losses stored from the start of each free run, for the rerun check."""
+KEPT_WEIGHTS = ((1, "random", FREE_SEED), (2, "gd-form", FREE_SEED))
+"""The free runs (depth, start, seed; at the free rate, the purpose's steps) whose trained
+weights are stored, for the tests; the GD-form stacks' weights are stored at every depth."""
 
 
 def free_model_config(depth: int, slots: int = FREE_SLOTS) -> ModelConfig:
@@ -484,19 +514,30 @@ def free_model_config(depth: int, slots: int = FREE_SLOTS) -> ModelConfig:
                        attention="full", glu_reads="all", glu_writes="all", glu_init="normal")
 
 
-def free_training(depth: int, steps: int | None = None) -> TrainConfig:
-    r"""The settings of the free stack of ``depth`` blocks: purpose ``"free-stacks"``, peak rate
-    $\eta / L$ as for every stack, seed :data:`FREE_SEED` (``steps``: fewer, for a quick look)."""
+def gd_form_config(depth: int, slots: int = FREE_SLOTS) -> ModelConfig:
+    """The GD-form stack of the same shape, as :func:`depth_sweep` builds it (width $h = m$,
+    GLUs reading $x$, sparse attention)."""
+    return ModelConfig(kind="glu-lsa", depth=depth, feature_slots=slots, glu_reads="x")
+
+
+def free_training(depth: int, steps: int | None = None, seed: int = FREE_SEED,
+                  eta: float | None = None) -> TrainConfig:
+    r"""The settings of a free stack of ``depth`` blocks: purpose ``"free-stacks"``, peak rate
+    $\eta / L$ as for every stack (``eta``: another $\eta$), prompts of ``seed`` (``steps``:
+    another number of steps)."""
+    rate = None if eta is None else check_float("eta", eta, 0.0, strict_minimum=True) / depth
     return default_train_config(FREE_TASK, free_model_config(depth), purpose="free-stacks",
-                                seed=FREE_SEED, steps=steps)
+                                seed=seed, steps=steps, learning_rate=rate)
 
 
-def build_free_stack(depth: int, dtype: torch.dtype = torch.float32) -> InContextRegressor:
-    r"""A freshly initialised free stack. The ``"normal"`` initialisation starts the columns of
-    $W_1, W_2$ that read the slots at zero; here the columns that read the label start at zero
-    too: with $\mathcal N(0, 1)$ there each block squares the label, and the forward pass
-    overflows in float32 at depth 3 before any step. They are trained like every other weight."""
-    model = build_model(free_model_config(depth), FREE_TASK, seed=FREE_SEED, dtype=dtype)
+def build_free_stack(depth: int, dtype: torch.dtype = torch.float32, seed: int = FREE_SEED
+                     ) -> InContextRegressor:
+    r"""A freshly initialised free stack (initial weights of ``seed``). The ``"normal"``
+    initialisation starts the columns of $W_1, W_2$ that read the slots at zero; here the
+    columns that read the label start at zero too: with $\mathcal N(0, 1)$ there each block
+    squares the label, and the forward pass overflows in float32 at depth 3 before any step.
+    They are trained like every other weight."""
+    model = build_model(free_model_config(depth), FREE_TASK, seed=seed, dtype=dtype)
     with torch.no_grad():
         for block in model.blocks:
             block.glu.w1[:, -1] = 0.0
@@ -504,13 +545,61 @@ def build_free_stack(depth: int, dtype: torch.dtype = torch.float32) -> InContex
     return model
 
 
+@torch.no_grad()
+def free_stack_from_gd_form(model: InContextRegressor) -> InContextRegressor:
+    r"""The free stack with the same prediction as the GD-form stack ``model`` (width $h = m$,
+    GLUs reading $x$ and writing the slots, sparse attention), in its dtype. Per block, with
+    $D = d + m + 1$,
+
+    $$P_\ell = e_D e_D^\top, \qquad Q_\ell = -\begin{pmatrix}\Gamma_\ell^\top & 0 \\ 0 & 0
+    \end{pmatrix}, \qquad W^{\mathrm{free}}_{1,2} = (W_{1,2} \;\; 0), \qquad
+    W^{\mathrm{free}}_3 = \begin{pmatrix} 0_{d \times h} \\ W_3 \\ 0_{1 \times h}\end{pmatrix}:$$
+
+    the sparse form is the full one with these $P, Q$ (``LSA.P``, ``LSA.Q``), the GLU's branches
+    read the first $d$ rows of the token and $W_3$ adds to the slots only. Every step below is a
+    copy, so the two stacks' predictions agree to rounding."""
+    if not model.gd_form or any(b.glu is None for b in model.blocks):
+        raise ConfigError("model", model.extra_repr(), "a GD-form GLU-LSA stack (sparse "
+                          "attention, bilinear GLUs reading x and writing the slots)")
+    d, m = model.input_dim, model.feature_slots
+    if (d, m) != (FREE_TASK.input_dim, FREE_SLOTS) or any(b.glu.width != m for b in model.blocks):
+        raise ConfigError("model", f"d={d}, m={m}, widths {[b.glu.width for b in model.blocks]}",
+                          f"d={FREE_TASK.input_dim}, m = h = {FREE_SLOTS} (the free stacks' shape)")
+    dtype = next(model.parameters()).dtype
+    free = build_free_stack(model.depth, dtype=dtype)
+    for source, target in zip(model.blocks, free.blocks, strict=True):
+        target.lsa.p.copy_(source.lsa.P)
+        target.lsa.q.copy_(source.lsa.Q)
+        glu, out = source.glu, target.glu
+        for w in (out.w1, out.w2, out.w3):
+            w.zero_()
+        out.w1[:, :d] = glu.w1
+        out.w2[:, :d] = glu.w2
+        out.w3[d:d + m] = glu.w3
+    return free
+
+
+def _state_json(model: InContextRegressor) -> dict[str, list]:
+    return {k: v.detach().cpu().tolist() for k, v in model.state_dict().items()}
+
+
+def _load_state(model: InContextRegressor, weights: dict[str, list]) -> InContextRegressor:
+    dtype = next(model.parameters()).dtype
+    model.load_state_dict({k: torch.tensor(v, dtype=dtype) for k, v in weights.items()})
+    return model
+
+
 def free_stack_from_json(depth: int, weights: dict[str, list],
                          dtype: torch.dtype = torch.float32) -> InContextRegressor:
     """A free stack of ``depth`` blocks with the stored ``weights`` (a state dict as lists;
     float32 values are exact in JSON's doubles)."""
-    model = build_free_stack(depth, dtype=dtype)
-    model.load_state_dict({k: torch.tensor(v, dtype=dtype) for k, v in weights.items()})
-    return model
+    return _load_state(build_free_stack(depth, dtype=dtype), weights)
+
+
+def gd_form_stack_from_json(depth: int, weights: dict[str, list],
+                            dtype: torch.dtype = torch.float32) -> InContextRegressor:
+    """The GD-form stack of ``depth`` blocks (:func:`gd_form_config`) with the stored ``weights``."""
+    return _load_state(build_model(gd_form_config(depth), FREE_TASK, dtype=dtype), weights)
 
 
 def _commit() -> str | None:
@@ -522,76 +611,319 @@ def _commit() -> str | None:
     return out.stdout.strip() or None
 
 
-def _first_test_prompts(count: int) -> Prompts:
-    """The first ``count`` prompts of the test stream of :data:`FREE_SEED` (batches of 4000, as
-    :func:`~nlicl_lib.training.evaluate.test_loss` draws them)."""
-    batches = list(batches_of_test_prompts(FREE_TASK, FREE_SEED, "cpu", torch.float32, 4000,
-                                           count))
+def first_test_prompts(count: int) -> Prompts:
+    """The first ``count`` prompts of the test stream of :data:`FREE_SEED` (batches of
+    :data:`TEST_BATCH`, as the free stacks' test losses draw them)."""
+    batches = list(batches_of_test_prompts(FREE_TASK, FREE_SEED, "cpu", torch.float32,
+                                           TEST_BATCH, count))
     return Prompts(torch.cat([b.x for b in batches]), torch.cat([b.y for b in batches]),
                    torch.cat([b.coefficients for b in batches]))
 
 
+@torch.no_grad()
+def free_agreement(model: InContextRegressor, prompts: Prompts, groups: int = AGREEMENT_GROUPS,
+                   last: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    r"""$A_\ell$ (:func:`~nlicl_lib.theory.depth.stream_agreement`) of the blocks
+    $\ell < L$ of ``model``, with its standard error: the prompts split into ``groups`` groups
+    $g$ of equal size, $A_\ell^{(g)}$ on each, and
+
+    $$\bar A_\ell = \frac1G \sum_g A_\ell^{(g)}, \qquad
+      \mathrm{se}_\ell = \frac{s_G(A_\ell^{(g)})}{\sqrt G}.$$
+
+    The blocks $\ell < L$ are those whose label changes the next block's attention reads. The
+    last block's label change includes what its attention writes into the context labels,
+    which nothing reads (the prediction is the query's label entry alone), so the loss hardly
+    constrains $A_L$; ``last``: measure it too. Returns ``(mean, std_error)``, shape
+    ``(L - 1,)`` each (empty for one block), ``(L,)`` with ``last``."""
+    groups = check_int("groups", groups, minimum=2)
+    size = prompts.x.shape[0] // groups
+    if size < 1:
+        raise ConfigError("groups", groups, f"at most the {prompts.x.shape[0]} prompts")
+    blocks = model.depth if last else model.depth - 1
+    if blocks == 0:
+        return np.zeros(0), np.zeros(0)
+    values = np.array([stream_agreement(model, Prompts(
+        prompts.x[g * size:(g + 1) * size], prompts.y[g * size:(g + 1) * size],
+        prompts.coefficients[g * size:(g + 1) * size]))[:blocks] for g in range(groups)])
+    return values.mean(axis=0), values.std(axis=0, ddof=1) / np.sqrt(groups)
+
+
+def _estimate_json(estimate: LossEstimate) -> dict:
+    return {"mean": estimate.mean, "std_error": estimate.std_error,
+            "num_prompts": estimate.num_prompts, "integrated": estimate.integrated,
+            "sample_means": list(estimate.sample_means), "worst": estimate.worst,
+            "worst_share": estimate.worst_share}
+
+
+def estimate_from_json(entry: dict, null: float = 1.0) -> LossEstimate:
+    r"""A stored loss as the :class:`~nlicl_lib.training.evaluate.LossEstimate` it was, every
+    loss divided by ``null`` (e.g. $\mathbb E[y^2]$)."""
+    return LossEstimate(entry["mean"], entry["std_error"], entry["num_prompts"],
+                        entry["integrated"], worst=entry["worst"],
+                        worst_share=entry["worst_share"],
+                        sample_means=tuple(entry["sample_means"])).scaled(null)
+
+
+@dataclass(frozen=True)
+class FreeRun:
+    r"""One planned free run: ``start`` ``"random"`` (:func:`build_free_stack` of ``seed``) or
+    ``"gd-form"`` (:func:`free_stack_from_gd_form` of the trained GD-form stack), prompts of
+    ``seed``, one block's rate ``eta`` ($\eta / L$ per stack), ``steps``."""
+
+    start: str
+    seed: int
+    eta: float
+    steps: int
+
+    def __post_init__(self) -> None:
+        check_choice("start", self.start, STARTS)
+        check_int("seed", self.seed, minimum=0)
+        check_float("eta", self.eta, 0.0, strict_minimum=True)
+        check_int("steps", self.steps, minimum=1)
+
+    @property
+    def key(self) -> str:
+        return f"{self.start}-s{self.seed}-eta{self.eta:g}-T{self.steps}"
+
+
+def free_plan(steps: int | None = None) -> list[FreeRun]:
+    r"""The runs of every depth, $T$ steps each unless said: the GD-form start at the
+    purpose's $\eta$ and at the lowest of :data:`FREE_RATES` (a start at the GD-form solution
+    that ends above it says the rate is too high); every seed of :data:`FREE_SEEDS` from the
+    random start at the purpose's $\eta$; seed :data:`FREE_SEED` at :data:`FREE_RATES`; and
+    seed :data:`FREE_SEED` at the purpose's $\eta$ for :data:`FREE_DOUBLING` $T$ steps.
+    ``steps``: another $T$ (a quick look)."""
+    base = base_settings("glu-lsa", "free-stacks")
+    eta, steps = float(base["learning_rate"]), int(steps or base["steps"])
+    return ([FreeRun("gd-form", FREE_SEED, rate, steps) for rate in (eta, min(FREE_RATES))]
+            + [FreeRun("random", s, eta, steps) for s in FREE_SEEDS]
+            + [FreeRun("random", FREE_SEED, rate, steps) for rate in FREE_RATES]
+            + [FreeRun("random", FREE_SEED, eta, FREE_DOUBLING * steps)])
+
+
+def _train_free(models: list[InContextRegressor], configs: list[TrainConfig], device: str,
+                progress: bool | None) -> list[TrainResult | TrainingDivergedError]:
+    """Train free stacks of one config (seeds aside) at once; when the group diverges, each
+    alone, so that one diverging run does not take the others with it."""
+    try:
+        return list(train(models, FREE_TASK, configs, device=device, progress=progress))
+    except TrainingDivergedError:
+        if len(models) == 1:
+            raise
+    out: list[TrainResult | TrainingDivergedError] = []
+    for model, config in zip(models, configs, strict=True):
+        try:
+            out.append(train(model, FREE_TASK, config, device=device, progress=progress))
+        except TrainingDivergedError as error:
+            out.append(error)
+    return out
+
+
+FREE_PARTS = ("free", "continued")
+"""What :func:`run_free_stacks` computes besides the GD-form stacks: the free runs of
+:func:`free_plan`, and the GD-form stack trained on in GD form with the free settings (whether
+what a run from the GD-form start gains over it is more than more steps)."""
+
+
 def run_free_stacks(depths: tuple[int, ...] = FREE_DEPTHS, device: str = "cpu",
-                    progress: bool | None = None, steps: int | None = None) -> dict:
-    r"""Train a free stack of every depth in ``depths`` (``steps``: fewer, for a quick look) and
-    measure, per depth, on the same :data:`FREE_TEST_PROMPTS` fresh prompts: its test loss, the
-    greedy reference's (as a constructed stack) and the GD-form stack's trained with the depth
-    study's settings (retrained here); $A_\ell$ of the free and the GD-form stack on
-    :data:`AGREEMENT_PROMPTS` prompts; and $R^2$ of the free and the GD-form stack's prediction
-    by the reference's. JSON data."""
+                    progress: bool | None = None, steps: int | None = None,
+                    parts: tuple[str, ...] = FREE_PARTS) -> dict:
+    r"""The GD-form stack of every depth in ``depths``, trained with the depth study's settings
+    (:data:`GD_FORM_TRAINING`), and the ``parts`` (:data:`FREE_PARTS`): ``"free"``, the free
+    stacks of :func:`free_plan` (the GD-form start is the GD-form stack's copy,
+    :func:`free_stack_from_gd_form`; runs of one config, seeds and starts aside, train at once,
+    mapped over the models, one group at a time); ``"continued"``, a copy of the GD-form stack
+    trained on in GD form with the free stacks' settings (:func:`free_training`). ``steps``:
+    another $T$ for every training, for a quick look. Per depth, on the same test prompts,
+    :data:`FREE_TEST_SAMPLES` independent samples of :data:`FREE_TEST_PROMPTS`: the GD-form
+    stacks' losses (task and query integrated out) and every free run's (plain Monte Carlo);
+    $A_\ell$ of the blocks $\ell < L$ on :data:`AGREEMENT_PROMPTS` prompts
+    (:func:`free_agreement`; the GD-form stacks in float64). JSON data; ``seconds``: the whole
+    call, ``<part>_seconds``: each part's training and evaluation."""
     for L in depths:
         check_int("depth", L, minimum=1)
     if not depths:
         raise ConfigError("depths", depths, "at least one depth")
+    for part in parts:
+        check_choice("parts", part, FREE_PARTS)
     start = time.perf_counter()
-    reference = _reference(FREE_TASK, FREE_SLOTS, max(depths), device)
-    reference_seconds = time.perf_counter() - start
-    sweep = depth_sweep(FREE_TASK, [(FREE_SLOTS, L) for L in depths], GD_FORM_TRAINING,
+    gd_training = GD_FORM_TRAINING if steps is None else replace(GD_FORM_TRAINING, steps=steps)
+    sweep = depth_sweep(FREE_TASK, [(FREE_SLOTS, L) for L in depths], gd_training,
                         test_prompts=TEST_CONTEXTS, device=device, progress=progress)
-    shown = _first_test_prompts(AGREEMENT_PROMPTS)
-    rows = {}
+    shown = first_test_prompts(AGREEMENT_PROMPTS)
+    test = {"num_prompts": FREE_TEST_PROMPTS, "test_samples": FREE_TEST_SAMPLES,
+            "seed": FREE_SEED, "batch_size": TEST_BATCH}
+    seconds = dict.fromkeys(parts, 0.0)
+    out_depths = {}
     for L in depths:
-        model = build_free_stack(L)
-        run_config = free_training(L, steps)
-        result = train(model, FREE_TASK, run_config, device=device, progress=progress)
-        model = model.cpu()
-        constructed = reference_model(FREE_TASK, FREE_SLOTS, L, gammas=reference.gammas).float()
-        key = shape_key(FREE_SLOTS, L)
-        gd_form = sweep.models[key].cpu()
-        losses = test_loss([model, constructed, gd_form], FREE_TASK, FREE_TEST_PROMPTS,
-                           seed=FREE_SEED)
-        test = _first_test_prompts(20_000)
-        predictions = [m(test.embed(FREE_SLOTS)) for m in (model, constructed, gd_form)]
-        rows[str(L)] = {
-            "depth": L, "learning_rate": run_config.learning_rate, "seconds": result.seconds,
-            "history_head": result.loss_history[:HISTORY_HEAD].tolist(),
-            "history": _windowed(result.loss_history),
-            "loss": losses[0].mean, "std_error": losses[0].std_error,
-            "reference_loss": losses[1].mean, "reference_std_error": losses[1].std_error,
-            "gd_form_loss": losses[2].mean, "gd_form_std_error": losses[2].std_error,
-            "reference_exact_loss": float(reference.loss[L - 1]),
-            "reference_exact_std_error": float(reference.std_error[L - 1]),
-            "gd_form_exact_loss": sweep.loss[key], "gd_form_exact_std_error": sweep.std_error[key],
-            "worst": losses[0].worst,
-            "agreement": stream_agreement(model, shown).tolist(),
-            "gd_form_agreement": stream_agreement(gd_form, shown).tolist(),
-            "r2_reference": prediction_r2(predictions[0], predictions[1]),
-            "r2_gd_form": prediction_r2(predictions[0], predictions[2]),
-            "gd_form_r2_reference": prediction_r2(predictions[2], predictions[1]),
-            "weights": {k: v.detach().cpu().tolist() for k, v in model.state_dict().items()}}
+        gd_form = sweep.models[shape_key(FREE_SLOTS, L)].cpu()
+        agreement = free_agreement(copy.deepcopy(gd_form).double(), shown.to(torch.float64))
+        entry: dict = {"depth": L, "gd_form": {
+            "loss": _estimate_json(test_loss(gd_form, FREE_TASK, integrate="task+query", **test)),
+            "study_loss": sweep.loss[shape_key(FREE_SLOTS, L)], "agreement": agreement[0].tolist(),
+            "weights": _state_json(gd_form)}}
+        if "continued" in parts:
+            began = time.perf_counter()
+            entry["continued"] = _continued_gd_form(gd_form, L, steps, device, progress, test,
+                                                    shown)
+            seconds["continued"] += time.perf_counter() - began
+        if "free" in parts:
+            began = time.perf_counter()
+            entry.update(_free_runs(gd_form, L, steps, device, progress, test, shown))
+            seconds["free"] += time.perf_counter() - began
+        out_depths[str(L)] = entry
     return {"task": asdict(FREE_TASK), "slots": FREE_SLOTS, "depths": list(depths),
             "null_loss": null_loss(FREE_TASK), "training": asdict(free_training(1, steps)),
-            "gd_form_training": asdict(GD_FORM_TRAINING), "seed": FREE_SEED,
-            "test_prompts": FREE_TEST_PROMPTS, "agreement_prompts": AGREEMENT_PROMPTS,
-            "history_window": HISTORY_WINDOW, "rows": rows,
-            "reference_seconds": reference_seconds, "gd_form_seconds": sweep.seconds,
-            "seconds": time.perf_counter() - start, **_platform(device),
-            "threads": torch.get_num_threads(), "commit": _commit()}
+            "gd_form_training": asdict(gd_training), "seeds": list(FREE_SEEDS),
+            "rates": list(FREE_RATES), "doubling": FREE_DOUBLING, "test": test,
+            "agreement_prompts": AGREEMENT_PROMPTS, "agreement_groups": AGREEMENT_GROUPS,
+            "history_window": HISTORY_WINDOW, "parts": list(parts), "depth_runs": out_depths,
+            "gd_form_seconds": sweep.seconds, "seconds": time.perf_counter() - start,
+            **{f"{part}_seconds": value for part, value in seconds.items()},
+            **_platform(device), "threads": torch.get_num_threads(), "commit": _commit()}
+
+
+def _continued_gd_form(gd_form: InContextRegressor, depth: int, steps: int | None, device: str,
+                       progress: bool | None, test: dict, shown: Prompts) -> dict:
+    """A copy of the GD-form stack trained on in GD form with :func:`free_training`, measured."""
+    model = copy.deepcopy(gd_form)
+    config = free_training(depth, steps)
+    result = train(model, FREE_TASK, config, device=device, progress=progress)
+    model = model.cpu()
+    return {"learning_rate": config.learning_rate, "steps": config.steps,
+            "seconds": result.seconds, "history_head": result.loss_history[:HISTORY_HEAD].tolist(),
+            "history": _windowed(result.loss_history),
+            "loss": _estimate_json(test_loss(model, FREE_TASK, integrate="task+query", **test)),
+            "agreement": free_agreement(copy.deepcopy(model).double(),
+                                        shown.to(torch.float64))[0].tolist(),
+            "weights": _state_json(model)}
+
+
+def _free_runs(gd_form: InContextRegressor, depth: int, steps: int | None, device: str,
+               progress: bool | None, test: dict, shown: Prompts) -> dict:
+    """The free runs of :func:`free_plan` at ``depth``, trained and measured (``"runs"``)."""
+    plan = free_plan(steps)
+    models = [free_stack_from_gd_form(gd_form) if run.start == "gd-form"
+              else build_free_stack(depth, seed=run.seed) for run in plan]
+    configs = [free_training(depth, run.steps, run.seed, run.eta) for run in plan]
+    results: list[TrainResult | TrainingDivergedError | None] = [None] * len(plan)
+    groups: dict[tuple[float, int], list[int]] = {}
+    for i, run in enumerate(plan):
+        groups.setdefault((run.eta, run.steps), []).append(i)
+    for indices in groups.values():
+        trained = _train_free([models[i] for i in indices], [configs[i] for i in indices],
+                              device, progress)
+        for i, result in zip(indices, trained, strict=True):
+            results[i] = result
+    finished = [i for i, r in enumerate(results) if isinstance(r, TrainResult)]
+    evaluated = time.perf_counter()
+    losses = test_loss([models[i].cpu() for i in finished], FREE_TASK, **test)
+    runs = []
+    for i, (run, config, result) in enumerate(zip(plan, configs, results, strict=True)):
+        entry = {**asdict(run), "key": run.key, "learning_rate": config.learning_rate}
+        if isinstance(result, TrainingDivergedError):
+            runs.append({**entry, "diverged_at": result.step})
+            continue
+        mean, error = free_agreement(models[i].cpu(), shown)
+        entry.update({
+            "seconds": result.seconds, "trained_with": result.trained_with,
+            "history_head": result.loss_history[:HISTORY_HEAD].tolist(),
+            "history": _windowed(result.loss_history),
+            "loss": _estimate_json(losses[finished.index(i)]),
+            "agreement": mean.tolist(), "agreement_std_error": error.tolist()})
+        if ((depth, run.start, run.seed) in KEPT_WEIGHTS
+                and (run.eta, run.steps) == (plan[0].eta, plan[0].steps)):
+            entry["weights"] = _state_json(models[i])
+        runs.append(entry)
+    return {"runs": runs, "evaluation_seconds": time.perf_counter() - evaluated}
 
 
 def load_free_stacks(path: Path | str = FREE_STACK_FILE) -> dict:
-    """The stored free stacks."""
+    """The stored free stacks (:func:`run_free_stacks`)."""
     return _load(path, "tools/make_free_stack.py")
+
+
+@dataclass(frozen=True)
+class FreeSummary:
+    r"""One stored free run read against its family (losses over $\mathbb E[y^2]$): ``loss``
+    and ``gd_form`` (the GD-form loss of its family, :func:`family_gd_form_loss`) as
+    estimates; ``reaches``: its
+    interval is not above the GD-form one; ``below``: the intervals separate, the free run
+    below; ``doubled_change``: for a run at $T$ steps with a run of the same start, seed and
+    rate at :data:`FREE_DOUBLING` $T$ stored (and for that run), the change of the loss from
+    $T$ to the doubled steps over :data:`~nlicl_lib.training.evaluate.ERROR_BARS` standard
+    errors of the longer run (below 1: doubling moves the loss by less than half its
+    interval); ``converged``: ``reaches`` or ``doubled_change < 1``; ``agreement``,
+    ``agreement_error``: $A_\ell$ for $\ell < L$ and its standard error. A diverged run has
+    ``loss`` ``None`` and ``diverged_at`` its first non-finite step."""
+
+    depth: int
+    start: str
+    seed: int
+    eta: float
+    steps: int
+    loss: LossEstimate | None
+    gd_form: LossEstimate
+    reaches: bool
+    below: bool
+    doubled_change: float | None
+    converged: bool
+    agreement: tuple[float, ...]
+    agreement_error: tuple[float, ...]
+    seconds: float
+    diverged_at: int | None = None
+
+
+def gd_form_losses(data: dict, depth: int) -> dict[str, LossEstimate]:
+    r"""The stored GD-form stacks of ``depth`` blocks, losses over $\mathbb E[y^2]$:
+    ``"study"``, trained with the depth study's settings, and (when stored) ``"continued"``,
+    that stack trained on in GD form with the free stacks' settings."""
+    entry, null = data["depth_runs"][str(depth)], data["null_loss"]
+    out = {"study": estimate_from_json(entry["gd_form"]["loss"], null)}
+    if "continued" in entry:
+        out["continued"] = estimate_from_json(entry["continued"]["loss"], null)
+    return out
+
+
+def family_gd_form_loss(data: dict, depth: int) -> LossEstimate:
+    """The GD-form loss of the free stacks' family at ``depth``: the lower (by its mean) of the
+    stored GD-form stacks' losses (:func:`gd_form_losses`); the free family contains both."""
+    return min(gd_form_losses(data, depth).values(), key=lambda estimate: estimate.mean)
+
+
+def free_summaries(data: dict) -> list[FreeSummary]:
+    """Every stored free run (:func:`load_free_stacks`) read by the convergence criterion of
+    :class:`FreeSummary` against the GD-form loss of its family
+    (:func:`family_gd_form_loss`), depth by depth in the stored order."""
+    null, out = data["null_loss"], []
+    for key, entry in data["depth_runs"].items():
+        gd = family_gd_form_loss(data, int(key))
+        stored = {run["key"]: run for run in entry["runs"]}
+        for run in entry["runs"]:
+            if "diverged_at" in run:
+                out.append(FreeSummary(int(key), run["start"], run["seed"], run["eta"],
+                                       run["steps"], None, gd, False, False, None, False, (),
+                                       (), 0.0, run["diverged_at"]))
+                continue
+            loss = estimate_from_json(run["loss"], null)
+            plan = FreeRun(run["start"], run["seed"], run["eta"], run["steps"])
+            longer = replace(plan, steps=plan.steps * data["doubling"]).key
+            shorter = (replace(plan, steps=plan.steps // data["doubling"]).key
+                       if plan.steps % data["doubling"] == 0 else None)
+            pair = ((run, stored[longer]) if longer in stored and "loss" in stored[longer]
+                    else (stored[shorter], run) if shorter in stored
+                    and "loss" in stored[shorter] else None)
+            change = None
+            if pair is not None:
+                short, long = (estimate_from_json(p["loss"], null) for p in pair)
+                change = abs(long.mean - short.mean) / (ERROR_BARS * long.error)
+            reaches = not loss.interval[0] > gd.interval[1]
+            below = intervals_separate(loss, gd) and loss.mean < gd.mean
+            out.append(FreeSummary(
+                int(key), run["start"], run["seed"], run["eta"], run["steps"], loss, gd,
+                reaches, below, change, reaches or (change is not None and change < 1),
+                tuple(run["agreement"]), tuple(run["agreement_std_error"]), run["seconds"]))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

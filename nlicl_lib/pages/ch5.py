@@ -9,12 +9,15 @@ reference of Proposition 15 (prop-greedy-reference) of the same shape.
 
 from __future__ import annotations
 
+import copy
+import math
 import textwrap
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
+import torch
 
 from nlicl_lib.core.errors import ConfigError, check_float
 from nlicl_lib.core.models import GLU, InContextRegressor, gd_steps
@@ -24,10 +27,17 @@ from nlicl_lib.core.tasks import Prompts
 from nlicl_lib.experiments.studies import (
     CONVERGED,
     CubicStudy,
+    FreeRun,
+    FreeSummary,
     budget_pairs,
     converged,
     cubic_study,
     depth_sweep,
+    first_test_prompts,
+    free_agreement,
+    free_stack_from_json,
+    free_summaries,
+    gd_form_losses,
     load_free_stacks,
     load_studies,
     reference_estimates,
@@ -68,11 +78,11 @@ __all__ = [
     "PRINT_WIDTH", "DepthClaims", "budget_table", "construction_report",
     "cubic_construction_report", "cubic_report", "cubic_study", "cubic_values", "curves_figure",
     "depth_claims", "depth_figure", "depth_panel", "depth_sweep", "depth_table", "depth_values",
-    "free_stack_report", "free_stack_values", "gd_steps", "glue", "glue_values",
-    "glu_unit_names", "greedy_reference_report", "greedy_reference_values", "load_free_stacks",
-    "load_studies", "narrow_wide_ratio", "reference_spread", "reference_table",
-    "residual_stream_figure", "shape_key", "show", "show_source", "stream_report",
-    "trained_stack_report", "weights_figure",
+    "free_last_block_probe", "free_stack_claims", "free_stack_report", "free_stack_values",
+    "gd_steps", "glue", "glue_values", "glu_unit_names", "greedy_reference_report",
+    "greedy_reference_values", "load_free_stacks", "load_studies", "narrow_wide_ratio",
+    "reference_spread", "reference_table", "residual_stream_figure", "shape_key", "show",
+    "show_source", "stream_report", "trained_stack_report", "weights_figure",
 ]
 
 PRINT_WIDTH = 76
@@ -424,65 +434,272 @@ def depth_values(study: dict, prefix: str) -> dict[str, float | int | str]:
 # the stored free stacks
 
 
-def _compare(value: float, error: float, other: float, other_error: float) -> str:
-    """``"below"``, ``"above"`` or ``"within two standard errors of"`` ``other``."""
-    if abs(value - other) <= 2 * float(np.hypot(error, other_error)):
-        return "within two standard errors of"
-    return "below" if value < other else "above"
+def _rounded(value: float, half_width: float) -> str:
+    """``value ± half_width`` to the precision the half width allows: the half width to one
+    significant digit (two when that digit is 1), the value to the same decimal."""
+    if not half_width > 0:
+        return f"{value:.4f}"
+    exponent = math.floor(math.log10(half_width))
+    leading_one = f"{half_width / 10**exponent:.0f}" == "1"
+    digits = max(0, -exponent + (1 if leading_one else 0))
+    return f"{value:.{digits}f} ± {half_width:.{digits}f}"
+
+
+def _interval(estimate: LossEstimate) -> str:
+    """A loss as its interval, mean ± :data:`ERROR_BARS` standard errors (``.error``)."""
+    return _rounded(estimate.mean, ERROR_BARS * estimate.error)
+
+
+def _agreement(run: FreeSummary, block: int) -> str:
+    return _rounded(run.agreement[block], ERROR_BARS * run.agreement_error[block])
+
+
+def _versus(run: FreeSummary) -> str:
+    """Where a free run's interval lies against its family's GD-form one."""
+    return "below" if run.below else "within" if run.reaches else "above"
+
+
+def _convergence(run: FreeSummary) -> str:
+    if run.reaches:
+        return "yes: reaches"
+    if run.doubled_change is None:
+        return "not tested"
+    verdict = "yes" if run.doubled_change < 1 else "no"
+    return f"{verdict} (x2: {run.doubled_change:.1f})"
+
+
+def _run_label(run: FreeSummary) -> str:
+    start = "GD-form" if run.start == "gd-form" else "random"
+    return f"{start:7s} {run.seed:4d}  {run.eta:<5g}  {run.steps:5d}"
 
 
 def free_stack_report(data: dict) -> str:
-    r"""The stored free stacks' table on the same fresh prompts (± one standard error): per
-    depth the free stack, the GD-form stack and the greedy reference; then $A_\ell$ of each
-    block of the free stack and $R^2$ of the free and of the GD-form stack's predictions by the
-    reference's."""
-    null = data["null_loss"]
-    lines = [f"{len(data['rows'])} free stacks, {data['training']['steps']} steps of "
-             f"{data['training']['batch_size']} prompts,",
-             f"{data['seconds']:.0f} s in all on {data['device']} (torch {data['torch']});",
-             f"test: {data['test_prompts']:,} fresh prompts, loss / E[y²] ± standard error",
-             " L   free stack        GD-form stack     greedy reference"]
-    for key, row in data["rows"].items():
-        cells = [f"{row[a] / null:.4f} ± {row[b] / null:.4f}" for a, b in
-                 (("loss", "std_error"), ("gd_form_loss", "gd_form_std_error"),
-                  ("reference_loss", "reference_std_error"))]
-        lines.append(f" {key}   " + "   ".join(cells))
-    lines.append(" L   A_l of the free stack's blocks   R² by the reference: free, GD-form")
-    for key, row in data["rows"].items():
-        agreement = ", ".join(f"{v:.3f}" for v in row["agreement"])
-        lines.append(f" {key}   {agreement:31s}  {row['r2_reference']:.3f}, "
-                     f"{row['gd_form_r2_reference']:.3f}")
+    r"""The stored free stacks' tables, every interval the mean $\pm$ 2 standard errors. First,
+    per depth, the GD-form stacks (the depth study's, then trained on in GD form with the free
+    settings) and every free run: its test loss over $\mathbb E[y^2]$, where its interval lies
+    against the GD-form loss of its family (the lower of the two), and whether it converged
+    (:class:`~nlicl_lib.experiments.studies.FreeSummary`: it reaches that loss, or doubling its
+    steps moves its loss by less than 2 standard errors; the number is that move over 2
+    standard errors). Then $A_\ell$ of the blocks $\ell < L$ of every run of depth $L \ge 2$."""
+    runs, test, training = free_summaries(data), data["test"], data["training"]
+    gd_seconds = data["gd_form_seconds"] + data.get("continued_seconds", 0.0)
+    header = (f"Free stacks, {training['batch_size']} prompts a step at peak rate eta / L: "
+              f"{data['free_seconds'] / 60:.0f} min (the GD-form stacks {gd_seconds:.0f} s) "
+              f"on {data['device']}, {data['threads']} thread, torch {data['torch']}. Test: "
+              f"{test['test_samples']} independent samples of {test['num_prompts']:,} "
+              "prompts. Every interval is the mean ± 2 standard errors. loss / E[y²]: plain "
+              "Monte Carlo (the GD-form stacks: task and query integrated out); vs GD: "
+              "against the GD-form loss of the family; converged (x2: the move on doubling "
+              "the steps over 2 standard errors).")
+    lines = [*textwrap.wrap(header, PRINT_WIDTH), "",
+             " L  start   seed  eta    steps  loss / E[y²]     vs GD  converged"]
+    depth = None
+    for run in runs:
+        if run.depth != depth:
+            depth = run.depth
+            gd = gd_form_losses(data, depth)
+            lines.append(f" {depth}  GD-form stack, study settings     {_interval(gd['study'])}")
+            if "continued" in gd:
+                lines.append(f" {depth}  GD-form, trained on in GD form    "
+                             f"{_interval(gd['continued'])}")
+        if run.loss is None:
+            lines.append(f" {run.depth}  {_run_label(run)}  diverged at step {run.diverged_at}")
+            continue
+        lines.append(f" {run.depth}  {_run_label(run)}  {_interval(run.loss):16s} "
+                     f"{_versus(run):6s} {_convergence(run)}")
+    agreement = (f"A_l of the blocks l < L, whose writes reach the prediction, on "
+                 f"{data['agreement_prompts']:,} prompts: the mean of "
+                 f"{data['agreement_groups']} groups ± 2 standard errors (the GD-form stacks: "
+                 f"|1-A_l| <= {free_gd_agreement_gap(data):.0e}); hit: the run reaches the "
+                 "GD-form loss of its family.")
+    lines += ["", *textwrap.wrap(agreement, PRINT_WIDTH), "",
+              " L  start   seed  eta    steps  hit  A_1                 A_2"]
+    for run in runs:
+        if run.depth < 2 or run.loss is None:
+            continue
+        cells = [f"{_agreement(run, b):19s}" for b in range(run.depth - 1)]
+        lines.append(f" {run.depth}  {_run_label(run)}  {'yes' if run.reaches else 'no':3s}  "
+                     + " ".join(cells).rstrip())
     return "\n".join(lines)
 
 
-def free_stack_values(data: dict) -> dict[str, float | str]:
-    r"""The numbers the page quotes, keyed ``free_...``: the deepest free stack against the
-    GD-form stack and the reference on the same prompts, the range of $A_\ell$, the $R^2$
-    values, and the run's settings."""
-    null, rows = data["null_loss"], data["rows"]
-    deepest = rows[str(max(data["depths"]))]
-    loss, error = deepest["loss"] / null, deepest["std_error"] / null
-    gd, gd_error = deepest["gd_form_loss"] / null, deepest["gd_form_std_error"] / null
-    ref, ref_error = deepest["reference_loss"] / null, deepest["reference_std_error"] / null
+def free_gd_agreement_gap(data: dict) -> float:
+    r"""A power of ten at or above the largest $|1 - A_\ell|$ of the stored GD-form stacks
+    (float64), at least $10^{-16}$."""
+    gaps = [abs(1 - a) for entry in data["depth_runs"].values()
+            for stack in (entry["gd_form"], entry.get("continued", {}))
+            for a in stack.get("agreement", [])]
+    return 10.0 ** max(-16, math.ceil(math.log10(max([*gaps, 1e-300]))))
+
+
+@dataclass(frozen=True)
+class LastBlockProbe:
+    r"""Why the page leaves out $A_L$: in the stored one-block free stack (random start, seed
+    and rate of the purpose), $A_1$ ``before`` and ``after`` zeroing the label column of
+    $Q_1$, each ``(mean, standard error)`` (:func:`~nlicl_lib.experiments.studies.free_agreement`
+    with ``last``, float64), and ``shift``, the relative change of its predictions on the same
+    prompts, $\sqrt{\sum_b (\hat y_b - \hat y'_b)^2 / \sum_b \hat y_b^2}$."""
+
+    before: tuple[float, float]
+    after: tuple[float, float]
+    shift: float
+
+
+def free_last_block_probe(data: dict) -> LastBlockProbe:
+    """:class:`LastBlockProbe` on the first stored agreement prompts (a few seconds)."""
+    training = data["training"]
+    key = FreeRun("random", data["seeds"][0], training["learning_rate"], training["steps"]).key
+    run = next(r for r in data["depth_runs"]["1"]["runs"] if r["key"] == key)
+    model = free_stack_from_json(1, run["weights"], dtype=torch.float64)
+    cut = copy.deepcopy(model)
+    with torch.no_grad():
+        cut.blocks[0].lsa.q[:, -1] = 0.0
+    prompts = first_test_prompts(data["agreement_prompts"]).to(torch.float64)
+    groups = data["agreement_groups"]
+    (before, before_error), (after, after_error) = (
+        free_agreement(m, prompts, groups, last=True) for m in (model, cut))
+    with torch.no_grad():
+        z = prompts.embed(model.feature_slots)
+        a, b = model(z), cut(z)
+    shift = float(((a - b) ** 2).sum().sqrt() / (a**2).sum().sqrt())
+    return LastBlockProbe((float(before[0]), float(before_error[0])),
+                          (float(after[0]), float(after_error[0])), shift)
+
+
+@dataclass(frozen=True)
+class FreeStackClaims:
+    r"""What the page says of the stored free stacks, recomputed (the tests hold it).
+    ``gd_start_above``: the depths at which a run from the GD-form start ends above the GD-form
+    loss of its family (a rate too high to keep it); ``gd_start_within``, ``gd_start_below``:
+    the depths at which every such run is within it, or below it (intervals separate);
+    ``continued_above``: at every depth of ``gd_start_below`` the GD-form stack trained on in
+    GD form with the same settings stays above every GD-form-start run (intervals separate);
+    ``random_reaching``: ``(depth, seed, eta, steps)`` of every random-start run that reaches,
+    of ``random_runs``; ``seeds_apart``: the depths at which the highest and the lowest loss
+    of the seeds (random start, the purpose's rate and steps) separate;
+    ``doubling_unsettled``: the depths at which doubling the steps moves the loss by 2
+    standard errors or more; ``doubled_reaching``: where the doubled run reaches;
+    ``reach_agreement``: the lowest and highest $A_\ell$ ($\ell < L$) of the runs that reach,
+    as ``(value, standard error)``, ``reach_below_one``: each such $A_\ell$ is below 1 by more
+    than 2 standard errors; ``lowest_agreement``: the lowest $A_\ell$ of any run and whether
+    that run reaches; ``widest``: the reaching random-start run with the largest prompt share,
+    as ``(depth, seed, share, interval half width over its mean)``."""
+
+    gd_start_above: tuple[int, ...]
+    gd_start_within: tuple[int, ...]
+    gd_start_below: tuple[int, ...]
+    continued_above: bool
+    random_reaching: tuple[tuple[int, int, float, int], ...]
+    random_runs: int
+    seeds_apart: tuple[int, ...]
+    doubling_unsettled: tuple[int, ...]
+    doubled_reaching: tuple[int, ...]
+    reach_agreement: tuple[tuple[float, float], tuple[float, float]]
+    reach_below_one: bool
+    lowest_agreement: tuple[float, float, bool]
+    widest: tuple[int, int, float, float] | None
+
+
+def free_stack_claims(data: dict) -> FreeStackClaims:
+    """:class:`FreeStackClaims` of the stored free stacks (:func:`free_summaries`)."""
+    runs = [r for r in free_summaries(data) if r.loss is not None]
+    depths = sorted({r.depth for r in runs})
+    starts = {L: [r for r in runs if r.depth == L and r.start == "gd-form"] for L in depths}
+    above = tuple(L for L in depths if any(not r.reaches for r in starts[L]))
+    below = tuple(L for L in depths if starts[L] and all(r.below for r in starts[L]))
+    within = tuple(L for L in depths if starts[L] and all(r.reaches and not r.below
+                                                          for r in starts[L]))
+    continued = True
+    for L in below:
+        control = gd_form_losses(data, L).get("continued")
+        continued &= control is not None and all(
+            intervals_separate(control, r.loss) and control.mean > r.loss.mean for r in starts[L])
+    random = [r for r in runs if r.start == "random"]
+    reaching = tuple((r.depth, r.seed, r.eta, r.steps) for r in random if r.reaches)
+    base = data["training"]["steps"]
+    seeds = {L: [r.loss for r in random if r.depth == L and r.steps == base
+                 and r.eta == data["training"]["learning_rate"]] for L in depths}
+    apart = tuple(L for L in depths if len(seeds[L]) > 1 and intervals_separate(
+        min(seeds[L], key=lambda e: e.mean), max(seeds[L], key=lambda e: e.mean)))
+    doubled = [r for r in random if r.steps > base and r.doubled_change is not None]
+    unsettled = tuple(sorted({r.depth for r in doubled if r.doubled_change >= 1}))
+    doubled_reaching = tuple(sorted({r.depth for r in doubled if r.reaches}))
+    values = [(a, e, r.reaches) for r in runs
+              for a, e in zip(r.agreement, r.agreement_error, strict=True)]
+    reached = [(a, e) for a, e, ok in values if ok]
+    lowest = min(values)
+    tails = [r for r in random if r.reaches]
+    widest = max(tails, key=lambda r: r.loss.worst_share, default=None)
+    return FreeStackClaims(
+        above, within, below, continued, reaching, len(random), apart, unsettled,
+        doubled_reaching,
+        (min(reached), max(reached)) if reached else ((math.nan, math.nan),) * 2,
+        all(a + ERROR_BARS * e < 1 for a, e in reached), (lowest[0], lowest[1], lowest[2]),
+        None if widest is None else (widest.depth, widest.seed, widest.loss.worst_share,
+                                     ERROR_BARS * widest.loss.error / widest.loss.mean))
+
+
+def _depth_list(depths: Sequence[int]) -> str:
+    """``"1"``, ``"1 and 2"``, ``"1, 2 and 3"``; ``"none"`` for none."""
+    words = [str(L) for L in depths]
+    return "none" if not words else " and ".join([", ".join(words[:-1]), words[-1]]
+                                                 if len(words) > 1 else words)
+
+
+def free_stack_values(data: dict, probe: LastBlockProbe | None = None
+                      ) -> dict[str, float | str]:
+    r"""The numbers and phrases the page quotes, keyed ``free_...``, from the stored settings,
+    :func:`free_stack_claims` and ``probe`` (default: :func:`free_last_block_probe`)."""
+    claims, test, training = free_stack_claims(data), data["test"], data["training"]
+    probe = probe or free_last_block_probe(data)
+    depths = sorted(int(L) for L in data["depth_runs"])
+    deepest = max(claims.gd_start_below) if claims.gd_start_below else depths[-1]
+    gd_deep = [r for r in free_summaries(data) if r.depth == deepest and r.start == "gd-form"
+               and r.eta == training["learning_rate"] and r.steps == training["steps"]][0]
+    controls = gd_form_losses(data, deepest)
+    reaching = "; ".join(
+        f"depth {L}, seed {s}" + ("" if T == training["steps"] else f", {T} steps")
+        + ("" if eta == training["learning_rate"] else f", η = {eta:g}")
+        for L, s, eta, T in claims.random_reaching) or "none"
+    (low, low_error), (high, high_error) = claims.reach_agreement
+    runs = [r for r in free_summaries(data) if r.loss is not None]
     return {
-        "free_depth": max(data["depths"]), "free_loss": loss, "free_err": error,
-        "free_gd": gd, "free_gd_err": gd_error, "free_ref": ref, "free_ref_err": ref_error,
-        "free_vs_gd": _compare(loss, error, gd, gd_error),
-        "free_vs_ref": _compare(loss, error, ref, ref_error),
-        "free_first_loss": rows[str(min(data["depths"]))]["loss"] / null,
-        "free_first_gd": rows[str(min(data["depths"]))]["gd_form_loss"] / null,
-        "free_agreement_min": min(min(r["agreement"]) for r in rows.values()),
-        "free_agreement_max": max(max(r["agreement"]) for r in rows.values()),
-        "free_gd_agreement_min": min(min(r["gd_form_agreement"]) for r in rows.values()),
-        "free_r2_ref": deepest["r2_reference"], "free_r2_gd": deepest["r2_gd_form"],
-        "free_gd_r2_ref": deepest["gd_form_r2_reference"],
-        "free_rate": data["training"]["learning_rate"],
+        "free_steps": training["steps"], "free_batch": training["batch_size"],
+        "free_rate": training["learning_rate"], "free_low_rate": min(data["rates"]),
+        "free_other_rates": " and ".join(f"{r:g}" for r in data["rates"]),
         "free_gd_rate": data["gd_form_training"]["learning_rate"],
-        "free_seconds": data["seconds"], "free_worst": max(r["worst"] for r in rows.values()),
-        "free_depth_count": len(rows),
-        "free_above_gd_count": sum(_compare(r["loss"], r["std_error"], r["gd_form_loss"],
-                                            r["gd_form_std_error"]) == "above"
-                                   for r in rows.values()),
+        "free_seed": data["seeds"][0], "free_seed_count": len(data["seeds"]),
+        "free_doubled_steps": data["doubling"] * training["steps"],
+        "free_depths": _depth_list(depths),
+        "free_test_samples": test["test_samples"], "free_test_prompts": f"{test['num_prompts']:,}",
+        "free_agreement_prompts": f"{data['agreement_prompts']:,}",
+        "free_agreement_groups": data["agreement_groups"],
+        "free_minutes": data["free_seconds"] / 60,
+        "free_worst_share": max(r.loss.worst_share for r in runs),
+        "free_gd_above": ("no run" if not claims.gd_start_above
+                          else f"at depth {_depth_list(claims.gd_start_above)} a run"),
+        "free_gd_within": _depth_list(claims.gd_start_within),
+        "free_gd_below": _depth_list(claims.gd_start_below),
+        "free_gd_deep_depth": deepest, "free_gd_deep": _interval(gd_deep.loss),
+        "free_gd_deep_family": _interval(controls["study"]),
+        "free_gd_deep_continued": _interval(controls.get("continued", controls["study"])),
+        "free_random_reach": len(claims.random_reaching), "free_random_count": claims.random_runs,
+        "free_random_reach_list": reaching,
+        "free_seeds_apart": _depth_list(claims.seeds_apart),
+        "free_doubling_unsettled": _depth_list(claims.doubling_unsettled),
+        "free_doubled_reaching": _depth_list(claims.doubled_reaching),
+        "free_doubling_open": _depth_list(sorted(set(claims.doubling_unsettled)
+                                                 - set(claims.doubled_reaching))),
+        "free_reach_a_low": _rounded(low, ERROR_BARS * low_error),
+        "free_reach_a_high": _rounded(high, ERROR_BARS * high_error),
+        "free_a_lowest": _rounded(claims.lowest_agreement[0],
+                                  ERROR_BARS * claims.lowest_agreement[1]),
+        "free_tail_depth": claims.widest[0] if claims.widest else "",
+        "free_tail_share": claims.widest[2] if claims.widest else math.nan,
+        "free_tail_width": 100 * claims.widest[3] if claims.widest else math.nan,
+        "free_probe_before": _rounded(probe.before[0], ERROR_BARS * probe.before[1]),
+        "free_probe_after": _rounded(probe.after[0], ERROR_BARS * probe.after[1]),
+        "free_probe_shift": 100 * probe.shift,
     }
 
 

@@ -58,7 +58,8 @@ PURPOSES: dict[str, dict[str, int | float]] = {
     # chapter 5's cubic stacks (GLUs reading x and the slots)
     "cubic-stacks": {"steps": 800, "batch_size": 500, "learning_rate": 0.02},
     # chapter 5's free stacks (full P, Q; GLUs reading and writing the whole token): half the
-    # narrow stacks' eta; at 0.02 depth 3 ended at a higher batch loss (measured once, seed 0)
+    # narrow stacks' eta; the stored runs also try 0.005 and 0.02 (seed 0), and no rate is
+    # best at every depth
     "free-stacks": {"learning_rate": 0.01},
 }
 """Named departures from :data:`BASE`, each for a reason stated beside it."""
