@@ -89,6 +89,29 @@ PRINT_WIDTH = 76
 """Width the construction listings wrap to (the page prints at most 78 columns)."""
 
 
+def _rounded(value: float, half_width: float) -> str:
+    """``value ± half_width`` to the precision the half width allows: the half width to one
+    significant digit (two when that digit is 1), the value to the same decimal."""
+    if not half_width > 0:
+        return f"{value:.4f}"
+    exponent = math.floor(math.log10(half_width))
+    leading_one = f"{half_width / 10**exponent:.0f}" == "1"
+    digits = max(0, -exponent + (1 if leading_one else 0))
+    return f"{value:.{digits}f} ± {half_width:.{digits}f}"
+
+
+def _interval(estimate: LossEstimate) -> str:
+    """A loss as its interval, mean ± :data:`ERROR_BARS` standard errors (``.error``)."""
+    return _rounded(estimate.mean, ERROR_BARS * estimate.error)
+
+
+def _depth_list(depths: Sequence[int]) -> str:
+    """``"1"``, ``"1 and 2"``, ``"1, 2 and 3"``; ``"none"`` for none."""
+    words = [str(L) for L in depths]
+    return "none" if not words else " and ".join([", ".join(words[:-1]), words[-1]]
+                                                 if len(words) > 1 else words)
+
+
 def _side(value: float, error: float, low: float, high: float, within: str) -> str:
     """Where ``value`` ± 2 ``error`` lies against ``[low, high]``."""
     if value + 2 * error < low:
@@ -203,11 +226,6 @@ def cubic_construction_report(input_dim: int, slots: int) -> str:
 # the stored depth studies
 
 
-def _interval(estimate: LossEstimate) -> str:
-    """``"mean ± half-width"`` of an estimate's interval (:data:`ERROR_BARS` standard errors)."""
-    return f"{estimate.mean:.4f} ± {ERROR_BARS * estimate.error:.4f}"
-
-
 def _errors_note(study: dict) -> str:
     ref = study["references"][str(study["slots"][0])]
     record = next(iter(study["trained"].values()))
@@ -242,7 +260,7 @@ def depth_table(study: dict) -> ResultTable:
                     _interval(refs[m][L - 1])]
         if len(slots) == 2:
             ratio, error = narrow_wide_ratio(study, L)
-            row.append(f"{ratio:.2f} ± {ERROR_BARS * error:.2f}")
+            row.append(_rounded(ratio, ERROR_BARS * error))
         rows.append(tuple(row))
     steps = study["training"]["steps"]
     return ResultTable(
@@ -377,14 +395,6 @@ def depth_claims(study: dict) -> DepthClaims:
          if v == "wide"})
 
 
-def _depth_list(depths: Sequence[int]) -> str:
-    """``"1, 2 and 4"``, ``"no depth"``."""
-    items = [str(L) for L in depths]
-    if not items:
-        return "no depth"
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
 def depth_values(study: dict, prefix: str) -> dict[str, float | int | str]:
     r"""The few numbers the page quotes from a study's :class:`DepthClaims`, keyed
     ``f"{prefix}_..."``: how many depths the wide stack is lower at (``wide_lower``, of
@@ -432,22 +442,6 @@ def depth_values(study: dict, prefix: str) -> dict[str, float | int | str]:
 
 # ---------------------------------------------------------------------------------------------
 # the stored free stacks
-
-
-def _rounded(value: float, half_width: float) -> str:
-    """``value ± half_width`` to the precision the half width allows: the half width to one
-    significant digit (two when that digit is 1), the value to the same decimal."""
-    if not half_width > 0:
-        return f"{value:.4f}"
-    exponent = math.floor(math.log10(half_width))
-    leading_one = f"{half_width / 10**exponent:.0f}" == "1"
-    digits = max(0, -exponent + (1 if leading_one else 0))
-    return f"{value:.{digits}f} ± {half_width:.{digits}f}"
-
-
-def _interval(estimate: LossEstimate) -> str:
-    """A loss as its interval, mean ± :data:`ERROR_BARS` standard errors (``.error``)."""
-    return _rounded(estimate.mean, ERROR_BARS * estimate.error)
 
 
 def _agreement(run: FreeSummary, block: int) -> str:
@@ -637,13 +631,6 @@ def free_stack_claims(data: dict) -> FreeStackClaims:
         all(a + ERROR_BARS * e < 1 for a, e in reached), (lowest[0], lowest[1], lowest[2]),
         None if widest is None else (widest.depth, widest.seed, widest.loss.worst_share,
                                      ERROR_BARS * widest.loss.error / widest.loss.mean))
-
-
-def _depth_list(depths: Sequence[int]) -> str:
-    """``"1"``, ``"1 and 2"``, ``"1, 2 and 3"``; ``"none"`` for none."""
-    words = [str(L) for L in depths]
-    return "none" if not words else " and ".join([", ".join(words[:-1]), words[-1]]
-                                                 if len(words) > 1 else words)
 
 
 def free_stack_values(data: dict, probe: LastBlockProbe | None = None
