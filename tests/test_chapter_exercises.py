@@ -219,3 +219,27 @@ def test_every_library_exercise_is_on_its_chapter(exercise_id):
     chapter = exercise_id.split(".")[0]
     [page] = [p for p in CHAPTERS if p.stem.startswith(f"ch{chapter}_")]
     assert f"import {checker_name(exercise_id)}\n" in page.read_text(encoding="utf-8")
+
+
+def _targets() -> dict[str, tuple[float, object]]:
+    """Per derive-first exercise: its target and a wrong answer."""
+    gamma, optimum = closed_forms.linear_gd_optimum_isotropic(5, 20)
+    noisy = closed_forms.linear_gd_optimum_isotropic(5, 20, 1.0)[1]
+    bound = (closed_forms.best_linear_loss(chx.QUADRATIC_TASK)
+             / closed_forms.null_loss(chx.QUADRATIC_TASK))
+    found = capacity.slot_increments(chx.SLOT_TASK)
+    return {"1.2": (noisy, optimum), "1.3": (gamma, 1.0), "2.1": (bound, 1.0),
+            "2.3": (0.8, 0.75), "3.3": (54.0, 6.0),
+            "4.4": (found.losses[3] - found.losses[4], found.losses[2] - found.losses[3])}
+
+
+@pytest.mark.parametrize("exercise_id", ["1.2", "1.3", "2.1", "2.3", "3.3", "4.4"])
+def test_a_wrong_answer_is_not_told_the_target(exercise_id):
+    target, wrong = _targets()[exercise_id]
+    with pytest.raises(ExerciseFailed) as failure:
+        chx.CHECKERS[exercise_id](wrong)
+    message = str(failure.value)
+    for digits in (3, 4, 5, 6):
+        assert f"{target:.{digits}g}" not in message, message
+        assert f"{target:.{digits}f}" not in message, message
+    assert "above" in message or "below" in message

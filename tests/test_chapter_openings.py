@@ -28,7 +28,7 @@ def test_there_are_five_chapters():
 def test_goals_then_key_idea_open_the_chapter(path: Path):
     opening = _opening(path)
     goals = re.search(r":::\{admonition\} In this chapter\n:class: nlicl-goals\n(.*?)\n:::", opening, re.S)
-    idea = re.search(r":::\{tip\} Key idea\n(.*?)\n:::", opening, re.S)
+    idea = re.search(r":::\{admonition\} Key idea\n:class: tip\n(.*?)\n:::", opening, re.S)
     assert goals and idea, f"{path.name}: no goals box or no key-idea box before the first cell"
     assert goals.start() < idea.start() < opening.index("{prf:ref}") if "{prf:ref}" in opening \
         else goals.start() < idea.start()
@@ -37,3 +37,24 @@ def test_goals_then_key_idea_open_the_chapter(path: Path):
     words = len(idea.group(1).split())
     assert 25 <= words <= 90, f"{path.name}: key idea of {words} words"
     assert "{prf:ref}" not in idea.group(1) and "$$" not in idea.group(1)  # plain words
+
+
+@pytest.mark.built
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_the_built_key_idea_box_is_titled_key_idea(path: Path):
+    """The box's title reads "Key idea" (a ``{tip}`` directive titles it "Tip" and runs the
+    words "Key idea" into its text)."""
+    import os
+
+    from bs4 import BeautifulSoup
+
+    html_dir = Path(os.environ.get("NLICL_HTML_DIR", BOOK.parent / "_build" / "html"))
+    html = html_dir / "book" / f"{path.stem}.html"
+    if not html.exists():
+        pytest.skip("the book is not built: run `make book`")
+    soup = BeautifulSoup(html.read_text(encoding="utf-8"), "html.parser")
+    titles = [box.select_one("p.admonition-title").get_text(strip=True)
+              for box in soup.select("div.admonition.tip")]
+    assert titles == ["Key idea"], titles
+    body = soup.select_one("div.admonition.tip").get_text(" ", strip=True)
+    assert not body.removeprefix("Key idea").strip().startswith("Key idea")

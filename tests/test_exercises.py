@@ -90,3 +90,17 @@ def test_removing_the_solution_cells_leaves_each_exercise_and_no_solution(page):
         call = f"{CHECKERS[exercise_id].__name__}("
         assert left.count(call) == 1, exercise_id
         assert "\n".join(c.source for c in cells).count(call) == 2, "and the solution's call"
+
+
+@pytest.mark.parametrize(("check", "value"), [(check_close, 1.5), (check_close, 0.7),
+                                              (check_at_least, 0.5), (check_at_most, 1.9)])
+def test_a_failed_check_says_how_far_off_and_which_way_but_not_the_target(check, value):
+    target = 1.23456
+    with pytest.raises(ExerciseFailed) as failure:
+        check(value, target, exercise="9.2", what="your answer", theory="the theory")
+    message = str(failure.value)
+    for digits in (2, 3, 4, 5, 6):
+        assert f"{target:.{digits}g}" not in message, message
+    difference = 100 * abs(value - target) / target
+    assert f"{difference:.2g}%" in message
+    assert ("above" if value > target else "below") in message

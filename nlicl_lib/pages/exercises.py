@@ -21,8 +21,9 @@ and the page's cell is the import, the reader's line and the call::
 
 :func:`attempt` runs the exercise once every answer is set (``None`` means not yet: it then
 says what to set, so *Run all* never stops at an exercise). A check that fails raises
-:class:`ExerciseFailed` (an ``AssertionError``) whose message says by how much the result
-missed the theory and gives the hint; a check that passes shows a line saying so. Texts that
+:class:`ExerciseFailed` (an ``AssertionError``) whose message says by how much and in which
+direction the result missed the theory, never the theory's value (it would give the answer
+away), and gives the hint; a check that passes shows a line saying so. Texts that
 name a result of the book's Theory part (``theory=``, ``hint=``) take its number from
 :func:`nlicl_lib.core.book_refs.ref`. On a page the exercise is a numbered sphinx-exercise block;
 its solution, in a dropdown after it, ends with a call of the same function with the right
@@ -109,6 +110,16 @@ def _signed_percent(fraction: float) -> str:
     return f"{100 * fraction:+.2g}%"
 
 
+def _off_by(value: float, reference: float, what: str, theory: str) -> str:
+    """How far ``value`` is from ``reference`` and in which direction, without the reference:
+    a failed check must not give the answer away (``12% above the optimum``)."""
+    difference = relative_difference(value, reference)
+    side = "above" if difference > 0 else "below"
+    size = (f"{100 * abs(difference):.2g}%" if reference != 0
+            else f"{abs(difference):.2g}")
+    return f"{what} = {value:.5g} is {size} {side} {theory}"
+
+
 def _tolerance(rel: float) -> str:
     """An allowed relative difference for a message: ``±2%``, or ``rounding only`` for the
     checks that compare a formula with the library's closed form (``rel`` below 0.01%)."""
@@ -165,7 +176,8 @@ def check_close(value: float, reference: float, rel: float = 0.05, *, exercise: 
     numbers = (f"{what} = {value:.5g}, {theory} = {reference:.5g} "
                f"({_signed_percent(difference)}; {_tolerance(rel)})")
     if abs(difference) > rel:
-        raise ExerciseFailed(f"{_prefix(exercise)}{what} does not match {theory}: {numbers}.",
+        raise ExerciseFailed(f"{_prefix(exercise)}{what} does not match {theory}: "
+                             f"{_off_by(value, reference, what, theory)} ({_tolerance(rel)}).",
                              hint)
     return _passed(exercise, what, value, reference, rel, "close",
                    f"{what} matches {theory}: {numbers}.", title)
@@ -181,9 +193,9 @@ def check_at_least(value: float, bound: float, rel: float = 0.02, *, exercise: s
     numbers = f"{what} = {value:.5g}, {theory} = {bound:.5g} ({_signed_percent(difference)})"
     if value < bound - rel * abs(bound):
         raise ExerciseFailed(
-            f"{_prefix(exercise)}{what} is below {theory}, which theory says no model of this "
-            f"class can beat: {numbers}; allowed {100 * rel:.0f}% below for Monte Carlo error.",
-            hint)
+            f"{_prefix(exercise)}{_off_by(value, bound, what, theory)}, which theory says no "
+            f"model of this class can beat (allowed {100 * rel:.0f}% below for Monte Carlo "
+            "error).", hint)
     return _passed(exercise, what, value, bound, rel, "at least",
                    f"{what} stays at or above {theory}: {numbers}.", title)
 
@@ -196,8 +208,8 @@ def check_at_most(value: float, limit: float, rel: float = 0.0, *, exercise: str
     difference = relative_difference(value, limit)
     numbers = f"{what} = {value:.5g}, {theory} = {limit:.5g} ({_signed_percent(difference)})"
     if value > limit + rel * abs(limit):
-        raise ExerciseFailed(f"{_prefix(exercise)}{what} is not below {theory}: {numbers}.",
-                             hint)
+        raise ExerciseFailed(f"{_prefix(exercise)}{what} is not below {theory}: "
+                             f"{_off_by(value, limit, what, theory)}.", hint)
     return _passed(exercise, what, value, limit, rel, "at most",
                    f"{what} is below {theory}: {numbers}.", title)
 
