@@ -69,3 +69,18 @@ def test_the_cartesian_trace_list_is_the_bundles() -> None:
     assert registered == display.CARTESIAN_TRACES
 
 
+
+
+def test_a_slider_figure_opens_on_the_combination_the_text_discusses() -> None:
+    from nlicl_lib.core.errors import ConfigError
+    from nlicl_lib.pages.plots import slider_figure as sliders
+
+    panels = {(k, b): [go.Scatter(x=[0, 1], y=[k, b], name=f"{k}-{b}")]
+              for k in (1, 2, 3) for b in (0, 1)}
+    fig = sliders(go.Figure(), panels, ["k", "block"], [[1, 2, 3], [0, 1]], initial=(2, 1))
+    assert [trace.name for trace in fig.data if trace.visible] == ["2-1"]
+    assert [slider.active for slider in fig.layout.sliders] == [1, 1]
+    opened = sliders(go.Figure(), panels, ["k", "block"], [[1, 2, 3], [0, 1]])
+    assert [trace.name for trace in opened.data if trace.visible] == ["1-0"]
+    with pytest.raises(ConfigError, match="initial"):
+        sliders(go.Figure(), panels, ["k", "block"], [[1, 2, 3], [0, 1]], initial=(4, 0))

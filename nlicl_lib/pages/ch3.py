@@ -595,7 +595,7 @@ def context_length_figure(grid: Mapping[tuple[int, int], Sequence[float]],
                           krr_losses: Mapping[tuple[int, int], float], degrees: Sequence[int],
                           contexts: Sequence[int], floor: float = 1e-3) -> go.Figure:
     r"""For each target degree $k$ (a slider step), against $n$: the trained blocks (median and
-    each seed), the best one-step GD on $(x; \phi_2)$ (theory), the best one-step GD on all
+    each seed; it opens on $k = 2$), the best one-step GD on $(x; \phi_2)$ (theory), the best one-step GD on all
     monomials up to degree $k$ and $\min(c/n, \mathbb E[y^2])$ (bounds), and tuned kernel ridge
     (baseline: ``krr_losses``, drawn at ``floor`` where below it). Losses are over
     $\mathbb E[y^2]$, keyed ``(k, n)``."""
@@ -626,7 +626,9 @@ def context_length_figure(grid: Mapping[tuple[int, int], Sequence[float]],
                                  for v in krr_y], hovertemplate="n = %{x}: %{text}<extra></extra>"),
         ]
     titles = {(k,): f"One block against one-step GD, k = {k}" for k in degrees}
-    return slider_figure(base, panels, ["target degree k"], [list(degrees)], panel_titles=titles)
+    shown = (2,) if 2 in degrees else None  # the quadratic task, which the text discusses
+    return slider_figure(base, panels, ["target degree k"], [list(degrees)], panel_titles=titles,
+                         initial=shown)
 
 
 def degree_figure(grid: Mapping[tuple[int, int], Sequence[float]], block_opt: Mapping[tuple[int, int], float],

@@ -746,7 +746,8 @@ def residual_stream_figure(residuals: StreamResiduals) -> go.Figure:
     r"""For each stack (slider "depth-L stack") and block $\ell = 0, \dots, L$ (slider "after
     block ℓ"): the labels $y_i$, the stream's label entries (filled markers) and
     $y_i - \hat y_\ell(x_i)$ (open circles) against the context index $i$, Theorem 13
-    (thm-depth-bcd). Every stack needs the same $L$ and $n$."""
+    (thm-depth-bcd); it opens after block 1, where the stream first holds residuals. Every
+    stack needs the same $L$ and $n$."""
     names = list(residuals.labels_seen)
     shapes = {tuple(residuals.labels_seen[name].shape) for name in names}
     if len(shapes) != 1:
@@ -770,7 +771,7 @@ def residual_stream_figure(residuals: StreamResiduals) -> go.Figure:
     base = new_figure("Context labels in the residual stream", "context example i",
                       "label entry")
     return slider_figure(base, panels, [f"depth-{blocks - 1} stack", "after block ℓ"],
-                         [names, list(range(blocks))])
+                         [names, list(range(blocks))], initial=(names[0], min(1, blocks - 1)))
 
 
 def _normalised(study: dict, values: Iterable[float]) -> list[float]:

@@ -43,6 +43,8 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
+from nlicl_lib.core.errors import ConfigError
+
 COLORS = {
     "trained": "#1f5fbf",
     "trained2": "#d9730d",
@@ -340,13 +342,15 @@ def slider_figure(
     slider_names: Sequence[str],
     slider_values: Sequence[Sequence],
     panel_titles: dict[tuple, str] | None = None,
+    initial: tuple | None = None,
 ) -> go.Figure:
     """Add one static slider per parameter to ``base``.
 
     ``panels[(v1, v2, ...)]`` holds the traces to show when slider 1 is at ``v1``, slider 2 at
     ``v2``, and so on; every combination in ``itertools.product(*slider_values)`` must be
-    present. The first value of each slider is shown initially. ``panel_titles`` optionally
-    replaces the figure title per panel.
+    present. ``initial``: the combination shown when the figure opens (the one the text
+    discusses), each slider set to its value; default the first value of each slider.
+    ``panel_titles`` optionally replaces the figure title per panel.
     """
     keys = list(itertools.product(*slider_values))
     missing = [k for k in keys if k not in panels]
@@ -354,15 +358,17 @@ def slider_figure(
         raise ValueError(f"panels is missing the slider combinations {missing[:3]}")
     if len(slider_names) != len(slider_values):
         raise ValueError("slider_names and slider_values must have the same length")
+    default = keys[0] if initial is None else tuple(initial)
+    if default not in panels:
+        raise ConfigError("initial", initial, f"one of the slider combinations, e.g. {keys[0]}")
     fig = go.Figure(base)
     panel_of_trace: list[int] = []
     for index, key in enumerate(keys):
         for trace in panels[key]:
             trace = go.Scatter(trace) if isinstance(trace, dict) else trace
-            trace.visible = index == 0
+            trace.visible = key == default
             fig.add_trace(trace)
             panel_of_trace.append(index)
-    default = keys[0]
 
     def visibility(key: tuple) -> list[bool]:
         target = keys.index(key)
@@ -383,7 +389,7 @@ def slider_figure(
         inset = [max(0, round(SLIDER_LABEL_EM * FONT_PX * len(str(values[end])) / 2) - 10 - room)
                  for end, room in zip((0, -1), SLIDER_ROOM_PX, strict=True)]
         sliders.append({
-            "active": 0,
+            "active": list(values).index(default[s]),
             "currentvalue": {"prefix": f"{name}: ", "font": {"size": FONT_PX}},
             # each slider under the one before, below the x axis (plotly grows the bottom
             # margin to hold them)
