@@ -138,7 +138,7 @@ def construction_report(schedule: Sequence[PolyMap], glu: GLU, input_names: Sequ
                         ) -> str:
     """The feature block each block writes, then ``glu``'s units and what $W_3$ adds to each
     slot (e.g. ``x1*x2  ->  slots += (1, 0, 0)``)."""
-    lines = [f"block {ell} writes phi_{ell} = ({', '.join(block.names)})"
+    lines = [f"block {ell} writes chi_{ell} = ({', '.join(block.names)})"
              for ell, block in enumerate(schedule, start=1)]
     lines.append("\nblock 2's GLU units (W1 reads, W2 reads) and what W3 adds to each slot:")
     for unit, name in enumerate(glu_unit_names(glu, input_names)):

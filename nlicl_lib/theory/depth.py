@@ -3,8 +3,8 @@ Theorem 13 (thm-depth-bcd).
 
 Block $\ell$ of a structured stack (bilinear GLU reading $(x; \text{slots})$, never the label,
 and writing the $m$ slots; attention in GD form, $P = e_De_D^\top$) first sets the slots to a
-feature block $\phi_\ell(x)$, then moves every label by $-\psi_\ell(x_j)^\top \Gamma_\ell\,
-g_\ell$ with $\psi_\ell = (x; \phi_\ell)$. Starting from $r^{(0)}_i = y_i$:
+feature block $\chi_\ell(x)$, then moves every label by $-\psi_\ell(x_j)^\top \Gamma_\ell\,
+g_\ell$ with $\psi_\ell = (x; \chi_\ell)$. Starting from $r^{(0)}_i = y_i$:
 
 $$g_\ell = \tfrac1n \textstyle\sum_{i\le n} r^{(\ell-1)}_i \psi_\ell(x_i), \qquad
   r^{(\ell)}_i = r^{(\ell-1)}_i - \psi_\ell(x_i)^\top\Gamma_\ell\, g_\ell, \qquad
@@ -18,7 +18,7 @@ both). Both assumptions are needed: with full $P_\ell, Q_\ell$ the identity fail
 (rem-full-attention) (:func:`with_dense_attention`).
 
 - :func:`deep_glu_lsa`: the construction. The GLU is residual, so to *replace* block
-  $\ell-1$'s features by block $\ell$'s it writes $\phi_\ell - \phi_{\ell-1}$: quadratic terms
+  $\ell-1$'s features by block $\ell$'s it writes $\chi_\ell - \chi_{\ell-1}$: quadratic terms
   from units $x_jx_k$, cubic ones from units $x_j \cdot s_i$ (an input coordinate times a stored
   quadratic slot; this is how depth raises the degree).
 - :func:`monomial_schedule`: the feature blocks of the reference recursion: chunks of $m$
@@ -141,7 +141,7 @@ def _monomial_map(exps: Sequence[np.ndarray], input_dim: int) -> PolyMap:
 
 def monomial_schedule(input_dim: int, slots: int, depth: int, max_degree: int = 2
                       ) -> list[PolyMap]:
-    r"""The feature blocks $\phi_1, \dots, \phi_L$ of the reference recursion, each at most $m$
+    r"""The feature blocks $\chi_1, \dots, \chi_L$ of the reference recursion, each at most $m$
     monomials.
 
     Degree 2: the $p_2$ quadratic monomials, squares first (with $m = d$ they are the best
@@ -246,10 +246,10 @@ def deep_glu_lsa(input_dim: int, feature_blocks: Sequence[PolyMap], gammas: Sequ
                  dtype: torch.dtype = torch.float64) -> InContextRegressor:
     r"""A depth-$L$ GLU-LSA stack equal to the block-coordinate recursion (module doc).
 
-    ``feature_blocks``: $\phi_1..\phi_L$ (each at most $m$ polynomials; fewer are padded with
+    ``feature_blocks``: $\chi_1..\chi_L$ (each at most $m$ polynomials; fewer are padded with
     zero slots). ``gammas``: per block an $m \times m$ matrix on the slots (zero
     on $x$) or a $(d+m) \times (d+m)$ matrix on $(x; \text{slots})$. Block $\ell$'s GLU writes
-    $\phi_\ell - \phi_{\ell-1}$ using units $x_j x_k$ and, if ``glu_reads="x+slots"``,
+    $\chi_\ell - \chi_{\ell-1}$ using units $x_j x_k$ and, if ``glu_reads="x+slots"``,
     $x_j s_i$; its width is the largest number of units any block needs.
     """
     d = check_int("d", input_dim, minimum=1)
@@ -591,7 +591,7 @@ def recursion_losses(task: TaskConfig, feature_blocks: Sequence[PolyMap], gammas
 
 
 def schedule_features(task: TaskConfig, slots: int, depth: int) -> list[PolyMap]:
-    r"""$\psi_\ell = (x; \phi_\ell)$ for the :func:`monomial_schedule` blocks of ``task``
+    r"""$\psi_\ell = (x; \chi_\ell)$ for the :func:`monomial_schedule` blocks of ``task``
     (degree 2 or 3) with $m$ = ``slots``, zero slots padded. With $m \ge p_2$ every block
     holds all quadratic monomials: the recursion is then $L$ steps of preconditioned GD on
     the whole kernel's features $(x; \phi_2)$."""
@@ -603,10 +603,10 @@ def schedule_features(task: TaskConfig, slots: int, depth: int) -> list[PolyMap]
 def reference_model(task: TaskConfig, slots: int, depth: int, glu_reads: str | None = None,
                     gammas: Sequence | None = None) -> InContextRegressor:
     r"""The recursion over :func:`monomial_schedule` blocks as a constructed stack
-    (:func:`deep_glu_lsa`), $\psi_\ell = (x; \phi_\ell)$. ``gammas``: its $\Gamma_\ell$ (e.g. the
+    (:func:`deep_glu_lsa`), $\psi_\ell = (x; \chi_\ell)$. ``gammas``: its $\Gamma_\ell$ (e.g. the
     first ``depth`` of a :class:`GreedyReference` on :func:`schedule_features`); default:
     $\Gamma_1$ = the exact one-step optimum on $\psi_1$ (Theorem 9 (thm-feature-optimum)) and
-    $\Gamma_{\ell \ge 2} = 0$, the best single block on $\phi_1$. GLUs read $x$ for quadratic
+    $\Gamma_{\ell \ge 2} = 0$, the best single block on $\chi_1$. GLUs read $x$ for quadratic
     tasks and $(x; \text{slots})$ for cubic ones (default)."""
     if task.kind != "poly" or task.degree > 3 or task.covariance is not None:
         raise ConfigError("task", task.describe(), "an isotropic polynomial task of degree <= 3")
