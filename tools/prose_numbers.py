@@ -42,13 +42,12 @@ NOT_PROSE = (
 # Cross-references and citations: their numbers are names.
 REFERENCES = "a.reference, a.footnote-reference, span.cite, a[href^='#']"
 NUMBER = re.compile(r"(?<![\w.])\d(?:[\d,]*\d)?(?:\.\d+)?%?(?![\w])")
-# A number right after one of these words names something (Fig. 3.4, chapter 2, item 5).
-LABEL = re.compile(
-    r"(?:fig(?:ure)?s?\.?|tables?|chapters?|ch\.|sections?|§|exercises?|propositions?|"
-    r"theorems?|lemmas?|corollar(?:y|ies)|definitions?|items?|parts?|eq(?:uation)?s?\.?|"
-    r"issues?|steps?\s+of\s+the\s+proof|and|or|to|,)\s*$",
-    re.IGNORECASE,
-)
+# A number right after one of these words names something (Fig. 3.4, chapter 2, item 5), and so
+# does each number of a run that one of them starts (Figs. 3.4 and 3.5; chapters 2, 3 and 4).
+LABEL_WORD = (r"(?:fig(?:ure)?s?\.?|tables?|chapters?|ch\.|sections?|§|exercises?|propositions?|"
+              r"theorems?|lemmas?|corollar(?:y|ies)|definitions?|items?|parts?|eq(?:uation)?s?\.?|"
+              r"issues?)")
+LABEL = re.compile(LABEL_WORD + r"\s*(?:[\d.]+\s*(?:,|and|or|to|-|–)\s*)*$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -62,23 +61,8 @@ class Paragraph:
 
 
 def _is_label(text: str, start: int) -> bool:
-    """True when the number at ``start`` continues a run of labels (``Figs. 3.4 and 3.5``)."""
-    before = text[max(0, start - 40):start]
-    if not LABEL.search(before):
-        return False
-    if re.search(r"(?:and|or|to|,)\s*$", before, re.IGNORECASE):
-        # "and 3.5" is a label only when a label word starts the run.
-        head = re.sub(r"(?:\s*(?:and|or|to|,)\s*[\d.]+)+\s*(?:and|or|to|,)\s*$", "", before)
-        return bool(re.search(LABEL.pattern.replace(r"and|or|to|,", "(?!x)x"), head + " ",
-                              re.IGNORECASE)) and _ends_with_label_word(head)
-    return True
-
-
-def _ends_with_label_word(text: str) -> bool:
-    return bool(re.search(
-        r"(?:fig(?:ure)?s?\.?|tables?|chapters?|sections?|exercises?|propositions?|theorems?|"
-        r"lemmas?|corollar(?:y|ies)|definitions?|items?|parts?|eq(?:uation)?s?\.?)\s*[\d.]+\s*$",
-        text, re.IGNORECASE))
+    """True when the number at ``start`` is a label or continues a run of labels."""
+    return bool(LABEL.search(text[max(0, start - 60):start]))
 
 
 def prose_paragraphs(html: str) -> list[Paragraph]:
