@@ -233,7 +233,7 @@ def test_the_problems_handout_has_every_statement_and_no_solution(tmp_path: Path
         assert phrase not in text, f"{problem.label}'s solution leaked: {phrase!r}"
 
 
-HEADINGS = re.compile(r"\A(?:#{1,6} [^\n]*\n|\s*\n)*")
+HEADINGS = re.compile(r"\A(?:#{1,6} [^\n]*(?:\n|\Z)|\s*\n)*")
 CAPTION = re.compile(r"\A(?:<a id=\"[^\"]+\"></a>)*\*\*(Fig\. [\d.]+)\*\* \S")
 
 
