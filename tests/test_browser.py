@@ -10,13 +10,18 @@ traceback.
 At desktop width (``TestDesktop``, one browser page per book page): every plotly figure draws
 the traces its notebook output records (``nlicl_lib.pages.display`` writes the counts into its
 metadata), each visible trace with its data inside the plot area; every slider step, clicked,
-changes the figure; no printed output is wider than the column; every formula is typeset; the
+changes the figure; each slider names all its steps or shows its current value (never some
+labels only); no printed output is wider than the column; every formula is typeset; the
 header's icons draw; a chapter shows its static training panel (a ``role="note"`` notice, then
 a disabled Train button) and no widget view; the page loads at most ``MAX_COLD_LOAD_BYTES`` in
 a fresh browser; and nothing fails (console error, uncaught exception, failed request).
 
 At phone width, 390 x 844 (``TestPhone``): every figure and its text fit the column, nothing
 else runs past it (a wide formula or table scrolls in its own box) and nothing fails.
+
+At both widths: a table's caption stays whole in view while its table scrolls; a display
+equation wider than its box opens at its start; a tap on a solution's title (its link to the
+exercise) opens the solution where it is, without jumping to the exercise.
 
 ``NLICL_SCREENSHOTS=DIR`` saves a screenshot of every page; ``NLICL_HTML_DIR=DIR`` tests another
 copy of the built site.
@@ -25,6 +30,7 @@ copy of the built site.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import os
 import re
@@ -437,6 +443,96 @@ READER_TEXT_JS = """() => {
 }"""
 
 
+def _slider_label_problems(opened: OpenPage) -> list[str]:
+    """Each slider names every step or none: all its step labels drawn, none overlapping
+    another or leaving the figure; or no step label at all and the current value shown. Not
+    some: plotly draws every second label when they do not fit, and the ticks between them
+    (Fig. 3.4's worst seeds) name nothing."""
+    problems = []
+    for figure in opened.figures():
+        sliders = opened.js("id => window.nlicl.sliderLabels(id)", figure["id"])
+        for index, slider in enumerate(sliders):
+            where, labels = f"figure {figure['id']}, slider {index}", slider["labels"]
+            if not labels:
+                if slider["value"] is None:
+                    problems.append(f"{where}: no step label and no current value")
+                continue
+            if len(labels) != slider["steps"]:
+                problems.append(f"{where}: {len(labels)} of {slider['steps']} step labels drawn "
+                                f"({[label['text'] for label in labels]})")
+            ordered = sorted(labels, key=lambda label: label["box"]["left"])
+            problems += [f"{where}: {a['text']!r} {_box(a['box'])} overlaps {b['text']!r} "
+                         f"{_box(b['box'])}" for a, b in itertools.pairwise(ordered)
+                         if a["box"]["right"] > b["box"]["left"] + SLACK_PX]
+            problems += [f"{where}: {label['text']!r} {_box(label['box'])} leaves the figure "
+                         f"{_box(slider['figure'])}" for label in labels
+                         if not _inside(label["box"], slider["figure"])]
+    return problems
+
+
+def _caption_problems(opened: OpenPage) -> list[str]:
+    """A table's caption is read whole whatever the table's scroll: at the scroll box's start
+    and at its end, the caption lies inside the box's visible width, its text not cut."""
+    problems = []
+    for caption in opened.js("window.nlicl.tableCaptions()"):
+        if caption["overflows"]:
+            problems.append(f"caption {caption['text']!r}: its text overflows its box")
+        for at in caption["positions"]:
+            box, seen = at["caption"], at["visible"]
+            if box["left"] < seen["left"] - SLACK_PX or box["right"] > seen["right"] + SLACK_PX:
+                problems.append(f"caption {caption['text']!r} at scrollLeft {at['scrollLeft']}: "
+                                f"{_box(box)}, the scroll box shows {_box(seen)}")
+    return problems
+
+
+def _display_maths_problems(opened: OpenPage) -> list[str]:
+    """A display equation wider than its box opens at its start: scrolled to 0, its first
+    glyph inside the box (the theme's row-reverse flex box opened it at its end)."""
+    problems = []
+    for maths in opened.js("window.nlicl.wideDisplayMaths()"):
+        where = f"equation {maths['tex']!r}"
+        if abs(maths["scrollLeft"]) > SLACK_PX:
+            problems.append(f"{where}: opens scrolled to {maths['scrollLeft']} px")
+        glyph = maths["glyph"]
+        if glyph is None:
+            problems.append(f"{where}: no glyph found")
+        elif (glyph["box"]["left"] < maths["box"]["left"] - SLACK_PX
+              or glyph["box"]["right"] > maths["box"]["right"] + SLACK_PX):
+            problems.append(f"{where}: first glyph {glyph['text']!r} at {_box(glyph['box'])}, "
+                            f"outside its box {_box(maths['box'])}")
+    return problems
+
+
+def _solution_title_problems(opened: OpenPage) -> list[str]:
+    """A tap on a solution's title (most of it the link "Exercise 3.1 (...)") opens the
+    solution where it is: its body drawn, the title where it was, no jump to the exercise."""
+    before = opened.js("window.nlicl.solutionState()")
+    if before is None:
+        return []
+    if before["open"]:
+        return [f"solution {before['id']} is open before any tap"]
+    title = opened.page.locator(".solution.dropdown > .admonition-title").first
+    link = title.locator("a").first
+    target = link if link.count() else title
+    target.scroll_into_view_if_needed()
+    before = opened.js("window.nlicl.solutionState()")
+    target.click()
+    try:
+        opened.page.wait_for_function("() => window.nlicl.solutionState().open",
+                                      timeout=SLIDER_TIMEOUT_MS)
+    except Exception:  # playwright's TimeoutError
+        pass
+    after = opened.js("window.nlicl.solutionState()")
+    problems = []
+    if not after["open"]:
+        problems.append(f"solution {after['id']}: the tap on its title did not open it")
+    if after["hash"] != before["hash"] or abs(after["titleTop"] - before["titleTop"]) > 2:
+        problems.append(f"solution {after['id']}: the tap moved the page (address "
+                        f"{before['hash']!r} -> {after['hash']!r}, title at "
+                        f"{before['titleTop']:.0f} -> {after['titleTop']:.0f} px)")
+    return problems
+
+
 @pytest.fixture(scope="class")
 def desktop(browser: object, site_url: str, page_name: str) -> Iterator[OpenPage]:
     opened = _open(browser, site_url, page_name, DESKTOP)
@@ -569,6 +665,16 @@ class TestDesktop:
                          for b in train if not b["disabled"] or not b["afterNotice"]]
         _fail_all(desktop.name, "static training panels", problems)
 
+    def test_slider_steps_are_all_named_or_the_value_shown(self, desktop: OpenPage) -> None:
+        _fail_all(desktop.name, "sliders with unnamed steps at 1280 px",
+                  _slider_label_problems(desktop))
+
+    def test_table_captions_stay_whole(self, desktop: OpenPage) -> None:
+        _fail_all(desktop.name, "table captions cut at 1280 px", _caption_problems(desktop))
+
+    def test_display_maths_open_at_their_start(self, desktop: OpenPage) -> None:
+        _fail_all(desktop.name, "display maths at 1280 px", _display_maths_problems(desktop))
+
     def test_cold_load_weight(self, desktop: OpenPage) -> None:
         desktop.watch.wait_until_quiet(desktop.page)
         size = desktop.watch.bytes_loaded()
@@ -577,6 +683,9 @@ class TestDesktop:
         assert size <= MAX_COLD_LOAD_BYTES, (
             f"{desktop.name} loads {size / 1e6:.2f} MB in a fresh browser, over "
             f"{MAX_COLD_LOAD_BYTES / 1e6} MB; largest: {largest}")
+
+    def test_a_solution_title_opens_the_solution(self, desktop: OpenPage) -> None:
+        _fail_all(desktop.name, "solution titles at 1280 px", _solution_title_problems(desktop))
 
     def test_nothing_failed(self, desktop: OpenPage) -> None:
         desktop.watch.assert_none(desktop.name)
@@ -611,6 +720,18 @@ class TestPhone:
         """A formula or table wider than the column scrolls in its own box; the page itself
         never scrolls sideways."""
         _fail_all(phone.name, "wider than the column at 390 px", phone.js(OVERFLOW_JS))
+
+    def test_slider_steps_are_all_named_or_the_value_shown(self, phone: OpenPage) -> None:
+        _fail_all(phone.name, "sliders with unnamed steps at 390 px", _slider_label_problems(phone))
+
+    def test_table_captions_stay_whole(self, phone: OpenPage) -> None:
+        _fail_all(phone.name, "table captions cut at 390 px", _caption_problems(phone))
+
+    def test_display_maths_open_at_their_start(self, phone: OpenPage) -> None:
+        _fail_all(phone.name, "display maths at 390 px", _display_maths_problems(phone))
+
+    def test_a_solution_title_opens_the_solution(self, phone: OpenPage) -> None:
+        _fail_all(phone.name, "solution titles at 390 px", _solution_title_problems(phone))
 
     def test_nothing_failed(self, phone: OpenPage) -> None:
         phone.watch.assert_none(phone.name)

@@ -231,3 +231,52 @@ def test_the_problems_handout_has_every_statement_and_no_solution(tmp_path: Path
         phrase = " ".join(max(stretches, key=len).split())
         assert len(phrase) > 20 and phrase in page, (problem.label, phrase)
         assert phrase not in text, f"{problem.label}'s solution leaked: {phrase!r}"
+
+
+HEADINGS = re.compile(r"\A(?:#{1,6} [^\n]*(?:\n|\Z)|\s*\n)*")
+CAPTION = re.compile(r"\A(?:<a id=\"[^\"]+\"></a>)*\*\*(Fig\. [\d.]+)\*\* \S")
+
+
+@pytest.mark.skipif(not DOWNLOADS, reason=NOT_BUILT)
+@pytest.mark.parametrize("download", DOWNLOADS, ids=[p.stem for p in DOWNLOADS])
+def test_download_opens_with_solutions_closed_and_figures_captioned(download: Path) -> None:
+    """As on the page, a solution opens closed: each of its code cells collapsed (source and
+    outputs: JupyterLab's ``jupyter`` metadata, the classic notebook's ``collapsed``), its text
+    under its heading in a closed ``<details>`` block (JupyterLab, nbconvert, GitHub). Each
+    figure is followed by a Markdown cell with its number and caption, the page's numbers in
+    the page's order. The live copy's solutions are closed too."""
+    problems = []
+    for path in (download, COLAB_DIR / "book" / download.name):
+        notebook = nbformat.read(path, as_version=4)
+        solutions = [(i, c) for i, c in enumerate(notebook.cells)
+                     if "solution" in c.metadata.get("tags", [])]
+        if download.stem.startswith("ch") and not solutions:
+            problems.append(f"{path.name}: no cell tagged solution")
+        for index, cell in solutions:
+            where = f"{path.parent.parent.name}/{path.name}, cell {index}"
+            if cell.cell_type == "code":
+                if (cell.metadata.get("jupyter") != {"source_hidden": True, "outputs_hidden": True}
+                        or cell.metadata.get("collapsed") is not True):
+                    problems.append(f"{where}: a solution's code cell not collapsed "
+                                    f"({dict(cell.metadata)})")
+                continue
+            body = cell.source[HEADINGS.match(cell.source).end():].strip()
+            if body and not (re.match(r"<details>\s*<summary>[^<]+</summary>\n\n", body)
+                             and body.endswith("\n\n</details>") and body.count("<details") == 1):
+                problems.append(f"{where}: a solution's text not in a closed <details> block: "
+                                f"{body[:80]!r}")
+    notebook = nbformat.read(download, as_version=4)
+    captions = []
+    for index, cell in enumerate(notebook.cells):
+        if not any(o.get("metadata", {}).get("nlicl") for o in cell.get("outputs", [])):
+            continue
+        following = notebook.cells[index + 1] if index + 1 < len(notebook.cells) else None
+        found = CAPTION.match(following.source) if following and \
+            following.cell_type == "markdown" else None
+        captions.append(found.group(1) if found else f"(no caption after cell {index})")
+    html = (HTML_DIR / "book" / download.with_suffix(".html").name).read_text(encoding="utf-8")
+    page = [" ".join(n.split()) for n in
+            re.findall(r'<span class="caption-number">(Fig\. [\d.]+)\s*</span>', html)]
+    if captions != page:
+        problems.append(f"{download.name}: figures captioned {captions}, the page's {page}")
+    assert problems == [], "\n".join(problems)

@@ -123,10 +123,41 @@ class ReaderTranslator(JupyterTranslator):
         self.solution_start = len(self.output.cells)
 
     def depart_solution_node(self, node: nodes.Element) -> None:
+        # A solution opens closed, as on the page: its code cells collapsed (JupyterLab's
+        # jupyter.source_hidden and outputs_hidden, the classic notebook's collapsed), its text
+        # under its heading in a <details> block (closed in JupyterLab, nbconvert and GitHub).
         self.add_markdown_cell()
-        for cell in self.output.cells[self.solution_start:]:
+        cells = self.output.cells[self.solution_start:]
+        for cell in cells:
             if "solution" not in cell.metadata.setdefault("tags", []):
                 cell.metadata.tags.append("solution")
+            if cell.cell_type == "code":
+                cell.metadata["jupyter"] = {"source_hidden": True, "outputs_hidden": True}
+                cell.metadata["collapsed"] = True
+        wrapped = 0
+        for cell in (cell for cell in cells if cell.cell_type == "markdown"):
+            source = collapsed_markdown(cell.source, SOLUTION_SUMMARIES[wrapped > 0])
+            wrapped += source != cell.source
+            cell.source = source
+
+
+SOLUTION_SUMMARIES = ("Show the solution", "Show the rest of the solution")
+HEADING = re.compile(r"^#{1,6} ")
+
+
+def collapsed_markdown(source: str, summary: str) -> str:
+    """``source`` with its text after its leading headings in a closed ``<details>`` block
+    whose summary is ``summary``; unchanged when nothing follows the headings or when it is one
+    already. The blank lines around the text let Markdown render it inside the HTML block."""
+    lines = source.strip("\n").split("\n")
+    start = 0
+    while start < len(lines) and (HEADING.match(lines[start]) or not lines[start].strip()):
+        start += 1
+    head, body = "\n".join(lines[:start]).strip("\n"), "\n".join(lines[start:]).strip("\n")
+    if not body or body.startswith("<details"):
+        return source
+    block = f"<details>\n<summary>{summary}</summary>\n\n{body}\n\n</details>"
+    return f"{head}\n\n{block}" if head else block
 
 
 class ReaderWriter(JupyterWriter):

@@ -14,6 +14,12 @@
  *   their first value; for a figure of several static sliders (nlicl_lib.pages.plots.slider_figure,
  *   which records the grid in layout.meta.nlicl_sliders) a change from the mouse or the keyboard
  *   shows the combination of every slider's choice.
+ * - Every step labelled, or none. Where its step labels do not fit side by side plotly draws
+ *   only every second (or third ...) one, and the other steps' ticks read as nothing; the
+ *   last label, centred on the rail's end, may also run past the figure's edge. Then
+ *   each label is broken into two lines at the space nearest its middle (a plotly "<br>"); if
+ *   they still do not fit (a phone), no step label is drawn and the slider's current value,
+ *   which plotly writes above the rail, names the chosen step.
  */
 (() => {
   "use strict";
@@ -67,8 +73,72 @@
       group.appendChild(rect);
     };
 
+    // the step labels: 0 as written, 1 on two lines, 2 hidden (see the file's comment)
+    const labelLevel = gd.layout.sliders.map(() => 0);
+    const written = gd.layout.sliders.map((slider) => (slider.steps || []).map((step) => step.label));
+    const visibleSteps = (index) => steps(index).filter((step) => step.visible !== false);
+    const twoLines = (label) => {
+      const text = String(label === undefined || label === null ? "" : label);
+      if (/<br\s*\/?>/i.test(text)) return text;
+      const spaces = [...text.matchAll(/ /g)].map((match) => match.index);
+      if (!spaces.length) return text;
+      const middle = spaces.reduce((best, at) => (
+        Math.abs(at - text.length / 2) < Math.abs(best - text.length / 2) ? at : best));
+      return `${text.slice(0, middle)}<br>${text.slice(middle + 1)}`;
+    };
+    const fitLabels = () => {
+      groups().forEach((group) => {
+        const index = indexOf(group);
+        const slider = (gd.layout.sliders || [])[index];
+        const labels = group.querySelector(".slider-labels");
+        if (!slider || !labels) return;
+        if (labelLevel[index] >= 2) {
+          labels.style.display = "none";
+          return;
+        }
+        const drawn = labels.querySelectorAll(".slider-label-group").length;
+        const svg = gd.querySelector(".main-svg");
+        const edge = svg ? svg.getBoundingClientRect() : null;
+        const cut = edge && Array.from(labels.querySelectorAll(".slider-label")).some((label) => {
+          const box = label.getBoundingClientRect();
+          return box.width > 0 && (box.left < edge.left - 1 || box.right > edge.right + 1);
+        });
+        if (drawn >= visibleSteps(index).length && !cut) return;
+        labelLevel[index] += 1;
+        if (labelLevel[index] === 1) {
+          const update = {};
+          steps(index).forEach((step, s) => {
+            const wrapped = twoLines(step.label);
+            if (wrapped !== step.label) update[`sliders[${index}].steps[${s}].label`] = wrapped;
+          });
+          if (Object.keys(update).length) {
+            queue = queue.then(() => Plotly.relayout(gd, update))
+              .catch((error) => window.console && window.console.error(error));
+            return;
+          }
+          labelLevel[index] = 2;
+        }
+        labels.style.display = "none";
+        // the labels as written again, so that the current value keeps to one line
+        const update = {};
+        steps(index).forEach((step, s) => {
+          if (step.label !== written[index][s]) {
+            update[`sliders[${index}].steps[${s}].label`] = written[index][s];
+          }
+        });
+        if (slider.currentvalue && slider.currentvalue.visible === false) {
+          update[`sliders[${index}].currentvalue.visible`] = true;
+        }
+        if (Object.keys(update).length) {
+          queue = queue.then(() => Plotly.relayout(gd, update))
+            .catch((error) => window.console && window.console.error(error));
+        }
+      });
+    };
+
     // plotly redraws the sliders' SVG: (re)set the ARIA slider attributes after every draw
     const decorate = () => {
+      fitLabels();
       groups().forEach((group) => {
         const index = indexOf(group);
         const slider = (gd.layout.sliders || [])[index];

@@ -84,3 +84,34 @@
     true,
   );
 })();
+
+/*
+ * A dropdown's title opens it, wherever it is tapped. sphinx-exercise writes a solution's title
+ * as "Solution to <a href="#ex-...">Exercise 3.1 (...)</a>", and sphinx-togglebutton makes the
+ * whole title toggle the dropdown, but a tap on the link (most of the title) follows the link
+ * instead: the page jumps to the exercise, and togglebutton's handler, which knows only the
+ * title, its button and the button's icon as targets, fails on the link. A click anywhere in a
+ * toggled admonition's title other than its button is passed to the button.
+ */
+(() => {
+  "use strict";
+
+  document.addEventListener(
+    "click",
+    (event) => {
+      const target = event.target instanceof Element ? event.target : null;
+      const title = target ? target.closest(".admonition.toggle > .admonition-title") : null;
+      if (!title || target === title || target.closest(".toggle-button")) {
+        return; // togglebutton's own targets
+      }
+      const button = title.querySelector(".toggle-button");
+      if (!button) {
+        return;
+      }
+      event.preventDefault(); // not the link's jump
+      event.stopPropagation();
+      button.click();
+    },
+    true,
+  );
+})();

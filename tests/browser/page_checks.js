@@ -336,8 +336,100 @@
     return widgetViews().every((w) => w.rendered);
   }
 
+  // --- what a reader can read of sliders, table captions and display maths -----------------
+
+  // Per visible slider of the figure: its step count, its drawn step labels (text and box),
+  // the current value plotly writes above the rail (null when none is drawn) and the
+  // figure's box.
+  function sliderLabels(figureId) {
+    const gd = graphDiv(figureId);
+    const container = gd.querySelector(".svg-container") || gd.querySelector(".main-svg");
+    const specs = (gd._fullLayout.sliders || []).filter((s) => s.visible);
+    return Array.from(gd.querySelectorAll(".slider-container .slider-group")).map((group, i) => {
+      const labels = Array.from(group.querySelectorAll(".slider-labels .slider-label"))
+        .filter(visibleText).map((t) => ({ text: svgText(t), box: box(t.getBoundingClientRect()) }));
+      const value = Array.from(group.querySelectorAll(":scope > text.slider-label"))
+        .find(visibleText);
+      return {
+        steps: specs[i] ? specs[i].steps.filter((s) => s.visible !== false).length : 0,
+        labels: labels,
+        value: value ? { text: svgText(value), box: box(value.getBoundingClientRect()) } : null,
+        figure: box(container.getBoundingClientRect()),
+      };
+    });
+  }
+
+  // Each table caption in a box that scrolls sideways: its box and the box's visible part, at
+  // the scroll box's start and at its end; whether the caption's own text overflows it.
+  async function tableCaptions() {
+    const frame = () => new Promise((resolve) => requestAnimationFrame(() => resolve()));
+    const found = [];
+    for (const caption of document.querySelectorAll("article caption, main caption")) {
+      let scroller = caption.parentElement;
+      while (scroller && !["auto", "scroll"].includes(getComputedStyle(scroller).overflowX)) {
+        scroller = scroller.parentElement;
+      }
+      if (!scroller) continue;
+      const start = scroller.scrollLeft;
+      const positions = [];
+      for (const left of [0, scroller.scrollWidth]) {
+        scroller.scrollLeft = left;
+        await frame();
+        positions.push({ scrollLeft: scroller.scrollLeft,
+          caption: box(caption.getBoundingClientRect()),
+          visible: box(scroller.getBoundingClientRect()) });
+      }
+      scroller.scrollLeft = start;
+      found.push({ text: caption.textContent.trim().slice(0, 60), positions: positions,
+        overflows: caption.scrollWidth > caption.clientWidth + 1,
+        tableWider: scroller.scrollWidth > scroller.clientWidth + 1 });
+    }
+    return found;
+  }
+
+  // Each display equation wider than its box: its scroll position, its box, and the box of its
+  // first glyph (the first piece of KaTeX's HTML with text, the equation number left out).
+  function wideDisplayMaths() {
+    return Array.from(document.querySelectorAll("div.math"))
+      .filter((m) => m.scrollWidth > m.clientWidth + 1 && m.getClientRects().length)
+      .map((m) => {
+        const walker = document.createTreeWalker(m.querySelector(".katex-html") || m,
+          NodeFilter.SHOW_TEXT, { acceptNode: (node) => (node.textContent.trim()
+            && !node.parentElement.closest(".eqno, .katex-mathml")
+            ? NodeFilter.FILTER_ACCEPT : NodeFilter.FILTER_SKIP) });
+        const first = walker.nextNode();
+        const range = document.createRange();
+        if (first) range.selectNodeContents(first);
+        const annotation = m.querySelector("annotation");
+        return {
+          tex: (annotation ? annotation.textContent : m.textContent).trim().slice(0, 50),
+          scrollLeft: m.scrollLeft,
+          box: box(m.getBoundingClientRect()),
+          glyph: first ? { text: first.textContent.trim().slice(0, 5),
+            box: box(range.getBoundingClientRect()) } : null,
+        };
+      });
+  }
+
+  // The first solution dropdown of the page: its title link's text and whether it is open
+  // (its body drawn), and where its title sits in the viewport.
+  function solutionState() {
+    const solution = document.querySelector(".solution.dropdown");
+    if (!solution) return null;
+    const title = solution.querySelector(":scope > .admonition-title");
+    const body = Array.from(solution.children).filter((c) => c !== title);
+    return {
+      id: solution.id,
+      open: body.some((c) => c.getClientRects().length && c.getBoundingClientRect().height > 0),
+      titleTop: title.getBoundingClientRect().top,
+      scrollY: window.scrollY,
+      hash: window.location.hash,
+    };
+  }
+
   window.nlicl = {
     figures, allFiguresDrawn, traceMarks, snapshot, sliderStepPoint, sliderActive, focusSlider,
-    figureTextLayout, staticPanels, widgetViews, allWidgetsRendered,
+    figureTextLayout, staticPanels, widgetViews, allWidgetsRendered, sliderLabels, tableCaptions,
+    wideDisplayMaths, solutionState,
   };
 })();
