@@ -60,9 +60,11 @@ def test_one_bookmark_per_page_in_the_books_order(reader: PdfReader) -> None:
 def test_every_figure_of_the_site_is_in_the_pdf(reader: PdfReader) -> None:
     text = " ".join(" ".join(page.extract_text().split()) for page in reader.pages)
     site = [(page, label) for page in make_pdf.toc_pages() for label in _figure_labels(page)]
-    figures = sum((HTML_DIR / f"{page}.html").read_text(encoding="utf-8")
-                  .count('class="nlicl-plotly"') for page in make_pdf.toc_pages())
-    assert figures >= 20 and len(site) == figures, (figures, len(site))  # every figure numbered
+    pages = [(HTML_DIR / f"{page}.html").read_text(encoding="utf-8") for page in make_pdf.toc_pages()]
+    figures = sum(html.count('class="nlicl-plotly"') for html in pages)
+    diagrams = sum(len(re.findall(r'<figure class="[^"]*\bnlicl-diagram\b', html)) for html in pages)
+    assert diagrams >= 5 and figures >= 20, (diagrams, figures)
+    assert len(site) == figures + diagrams, (figures, diagrams, len(site))  # every figure numbered
     missing = [f"{page}: {label}" for page, label in site
                if not re.search(re.escape(label) + r"(?!\d)", text)]
     assert not missing, f"figures of the site not in the PDF: {missing}"

@@ -20,6 +20,7 @@ upstream issue it waits for (the texts are in ``review/issue-31/upstream-issues.
 
 from __future__ import annotations
 
+import base64
 import copy
 import os
 import re
@@ -63,13 +64,36 @@ class ReaderTranslator(JupyterTranslator):
             execution_count=cell.get("execution_count"), outputs=self.builder.outputs(cell)))
         figure = node.next_node(nodes.figure)  # MyST-NB's figure options: its number and caption
         if figure is not None:
-            number = self.builder.env.toc_fignumbers[self.builder.docname]["figure"][figure["ids"][0]]
             self.anchors(figure["ids"])
-            fig = self.builder.config.numfig_format["figure"] % ".".join(map(str, number))
-            self.markdown_lines.append(f"**{fig}** ")
+            self.markdown_lines.append(f"**{self.figure_label(figure)}** ")
             figure.next_node(nodes.caption).walkabout(self)
             self.add_markdown_cell()
         raise nodes.SkipNode
+
+    def visit_figure(self, node: nodes.Element) -> None:
+        # The book's diagrams (tools/diagrams.py) are figures of two SVGs, the dark one in the
+        # legend for the site's dark theme, with the paths the source gives. A notebook has one
+        # theme the book cannot see and travels as one file: the light drawing, embedded as the
+        # cell's attachment, then its number and caption as the site shows them.
+        if "nlicl-diagram" not in node["classes"]:
+            return super().visit_figure(node)
+        image = next(i for i in node.findall(nodes.image) if "nlicl-diagram-light" in i["classes"])
+        path = Path(self.builder.srcdir) / image["uri"]
+        self.add_markdown_cell()
+        self.anchors(node["ids"])
+        alt = " ".join(image.get("alt", "").replace("[", "(").replace("]", ")").split())
+        self.markdown_lines.append(f"![{alt}](attachment:{path.name})\n\n")
+        self.markdown_lines.append(f"**{self.figure_label(node)}** ")
+        node.next_node(nodes.caption).walkabout(self)
+        self.add_markdown_cell()
+        self.output.cells[-1]["attachments"] = {
+            path.name: {"image/svg+xml": base64.b64encode(path.read_bytes()).decode("ascii")}}
+        raise nodes.SkipNode
+
+    def figure_label(self, figure: nodes.Element) -> str:
+        """The figure's number as the site prints it ("Fig. 3.2")."""
+        number = self.builder.env.toc_fignumbers[self.builder.docname]["figure"][figure["ids"][0]]
+        return self.builder.config.numfig_format["figure"] % ".".join(map(str, number))
 
     # Upstream "No anchors for sections, results, exercises and glossary terms" (issue 3): links
     # into another notebook (theorems.ipynb#thm-...) land nowhere without them.
