@@ -60,3 +60,21 @@ def test_kernel_weight_scan_brackets_the_best_weight():
 
 
 
+
+
+def test_quartic_features_lower_the_pure_quadratic_optimum_by_about_a_third_and_x_by_nothing():
+    """Chapter 3's sentence on the span (the values are printed, not quoted): adding phi_4 lowers
+    the best one-step loss on the pure quadratic task (d = 2, n = 20) by about a third, adding x
+    leaves it unchanged."""
+    pure2 = TaskConfig(kind="poly", input_dim=2, context_length=20, degree=2, homogeneous=True)
+    losses = kernel.span_losses(pure2, {"own": [2], "with x": [1, 2], "wider": [2, 4]})
+    assert losses["with x"] == pytest.approx(losses["own"], rel=1e-9)
+    assert 0.25 <= 1 - losses["wider"] / losses["own"] <= 0.4
+
+
+def test_the_quadratic_rate_is_not_reached_within_the_trained_context_lengths():
+    """Chapter 3: n L*(n) / c for the quadratic task is within 1% of its limit only far beyond
+    the longest trained context (the ratio rises with n, so checking the longest suffices)."""
+    longest = ch3.context_length_grid(10, 160)[-1]
+    rates = kernel.one_over_n_rates([2], np.array([10, longest]))
+    assert rates[2].scaled[-1] < 0.99
