@@ -52,6 +52,7 @@ from nlicl_lib.pages.chapter_exercises import (  # noqa: F401  (the page's exerc
     check_depth_beats_one_block,
     check_slot_degree,
     check_wide_block_against_depth,
+    wide_against_deep,
 )
 from nlicl_lib.pages.display import glue, glue_values, show, show_source
 from nlicl_lib.pages.panels import depth_panel
