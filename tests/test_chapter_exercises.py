@@ -102,10 +102,29 @@ def test_exercise_4_4_derived_slot_gain(capsys):
         chx.check_fourth_slot_gain(1 / 3.7 * 2)
 
 
-def test_exercise_5_2_wide_or_narrow():
-    chx.check_wide_block_against_depth(False)
-    with pytest.raises(ExerciseFailed):
-        chx.check_wide_block_against_depth(True)
+def test_exercise_5_2_is_decided_by_a_clear_margin():
+    """The accepted range (the estimate ± the tolerance) holds the estimate's two-standard-error
+    interval with room to spare, holds the wide block's l_6 (the reasoned answer), and leaves
+    the one-narrow-block answer l_3 (depth adds nothing) far outside."""
+    found = chx.wide_against_deep()
+    tolerance = chx.STACK_PREDICTION_TOLERANCE
+    interval = 2 * found.two_narrow_blocks_error
+    assert interval <= tolerance / 2, (interval, tolerance)
+    assert abs(found.wide_block - found.two_narrow_blocks) <= tolerance - interval
+    assert found.narrow_block - found.two_narrow_blocks >= 2.5 * tolerance
+    chx.check_wide_block_against_depth(found.wide_block)
+    with pytest.raises(ExerciseFailed, match="above"):
+        chx.check_wide_block_against_depth(found.narrow_block)
+
+
+def test_exercise_3_2_measured_exponent_and_wrong_ones():
+    assert chx.glu_gradient_exponent() == pytest.approx(2.0, abs=1e-3)
+    chx.check_glu_gradient_exponent(2)
+    for wrong in (1, 3):
+        with pytest.raises(ExerciseFailed):
+            chx.check_glu_gradient_exponent(wrong)
+    small, normal = (chx.glu_gradient_norms(init)[0] for init in ("small", "normal"))
+    assert small < 1e-3 * normal  # what the solution says the cell prints
 
 
 def test_exercise_5_3_degree_doubles():
@@ -138,8 +157,8 @@ TRAINED = [
     ("2.1", (12 / 15,), lambda: (0.9 * 15, 1, 15), (0.75,), lambda: (0.9 * 15, 1, 15), "your bound"),
     ("2.1", (12 / 15,), lambda: (0.9 * 15, 1, 15), (0.8,), lambda: (0.7 * 15, 1, 15),
      "no model of this class can beat"),
-    ("2.2", (3,), lambda: (1.01, 1, 1), (3,), lambda: (0.9, 1, 1), "beat"),
-    ("3.2", ("large",), lambda: (1.005, 1, 1), ("small",), lambda: (1.05, 1, 1), "glu_init"),
+    ("2.2", (1.0,), lambda: (1.01, 1, 1), (0.8,), lambda: (1.01, 1, 1), "your prediction"),
+    ("2.2", (1.0,), lambda: (1.01, 1, 1), (0.9,), lambda: (0.9, 1, 1), "beat"),
     ("4.3", (6, 6), lambda: (_kernel() * 1.01, 1, 1), (5, 6),
      lambda: (capacity.slot_increments(chx.QUADRATIC_TASK).loss(5), 1, 1), "item 3"),
     ("5.1", (2,), lambda: (0.85 * _three_slots(), 1, 1), (1,), lambda: (_three_slots(), 1, 1),
@@ -167,8 +186,8 @@ STUDENT_LINE = re.compile(r"^[A-Za-z_][\w, ]* = None\b")
 MAX_LINES_BEFORE = 6
 
 
-def _exercise_cells(page: Path) -> list[tuple[str, str, list[str]]]:
-    """(exercise id, its code cell's source, the sources of its solution's code cells)."""
+def _exercise_cells(page: Path) -> list[tuple[str, list[str], list[str]]]:
+    """(exercise id, its code cells' sources, the sources of its solution's code cells)."""
     cells = jupytext.read(page).cells
     found = []
     current = None
@@ -189,29 +208,52 @@ def _exercise_cells(page: Path) -> list[tuple[str, str, list[str]]]:
         if current is not None and cell.cell_type == "code":
             current[2 if in_solution else 1].append(cell.source)
     for exercise_id, code, _ in found:
-        assert len(code) == 1, f"exercise {exercise_id}: {len(code)} code cells, not one"
-    return [(i, code[0], solutions) for i, code, solutions in found]
+        assert len(code) <= 1, f"exercise {exercise_id}: {len(code)} code cells, not one"
+    return [(i, code, solutions) for i, code, solutions in found]
+
+
+STUB = re.compile(r"^def (\w+)\(.*\):\n(?:    .*\n)*?    raise NotImplementedError  # .+", re.M)
 
 
 @pytest.mark.parametrize("page", CHAPTERS, ids=lambda p: p.stem)
 def test_each_exercise_cell_is_the_import_the_readers_line_and_one_call(page):
+    """A numeric exercise's cell: the import, ``answer = None  # what to put``, one call. A
+    coding exercise's: the import, a stub raising NotImplementedError with a comment, one call
+    with the stub. A question answered in words has no cell and no checker."""
     found = _exercise_cells(page)
     assert found, "every chapter has exercises"
-    for exercise_id, code, solutions in found:
+    kinds = []
+    for exercise_id, cells, solutions in found:
+        if not cells:  # a question answered in words: a model answer, nothing to run
+            assert exercise_id not in chx.CHECKERS and not solutions, exercise_id
+            kinds.append("think")
+            continue
+        [code] = cells
         name = checker_name(exercise_id)
         lines = code.splitlines()
-        student = [k for k, line in enumerate(lines) if STUDENT_LINE.match(line)]
-        assert student, f"{exercise_id}: no line `answer = None  # ...` for the reader"
-        assert student[0] <= MAX_LINES_BEFORE, f"{exercise_id}: {student[0]} lines before it"
-        assert all("#" in lines[k] for k in student), f"{exercise_id}: say what to put"
         chapter = exercise_id.split(".")[0]
         assert f"from nlicl_lib.pages.ch{chapter} import {name}" in code, "from its page module"
         calls = re.findall(r"\b(" + "|".join(map(checker_name, EXERCISES)) + r")\(", code)
         assert calls == [name], f"{exercise_id}: exactly one call, of its own exercise"
-        assert "def " not in code, "the checking code is in the library"
+        stub = STUB.search(code)
+        if stub:
+            kinds.append("code")
+            assert code.count("def ") == 1, f"{exercise_id}: one function to write"
+            assert f"{name}({stub.group(1)})" in code, f"{exercise_id}: the stub is checked"
+            # the solution defines the same function and checks it
+            assert any(f"def {stub.group(1)}(" in source for source in solutions), exercise_id
+        else:
+            kinds.append("value")
+            student = [k for k, line in enumerate(lines) if STUDENT_LINE.match(line)]
+            assert student, f"{exercise_id}: no line `answer = None  # ...` for the reader"
+            assert student[0] <= MAX_LINES_BEFORE, f"{exercise_id}: {student[0]} lines before it"
+            assert all("#" in lines[k] for k in student), f"{exercise_id}: say what to put"
+            assert "def " not in code, "the checking code is in the library"
         # the solution calls the same function, with the answer
         assert sum(s.count(f"{name}(") for s in solutions) == 1, exercise_id
     assert len({i for i, _, _ in found}) == len(found)
+    # issue 34: one coding exercise and one question in words per chapter, the question last
+    assert kinds.count("code") == 1 and kinds.count("think") == 1 and kinds[-1] == "think"
 
 
 @pytest.mark.parametrize("exercise_id", EXERCISES)
@@ -221,25 +263,90 @@ def test_every_library_exercise_is_on_its_chapter(exercise_id):
     assert f"import {checker_name(exercise_id)}\n" in page.read_text(encoding="utf-8")
 
 
-def _targets() -> dict[str, tuple[float, object]]:
-    """Per derive-first exercise: its target and a wrong answer."""
-    gamma, optimum = closed_forms.linear_gd_optimum_isotropic(5, 20)
-    noisy = closed_forms.linear_gd_optimum_isotropic(5, 20, 1.0)[1]
-    bound = (closed_forms.best_linear_loss(chx.QUADRATIC_TASK)
-             / closed_forms.null_loss(chx.QUADRATIC_TASK))
+# --- every checker, with a wrong answer and with the right one ----------------------------------
+
+NOISELESS_OPTIMUM = 5 * 6 / 26  # d(d+1)/(n+d+1): exercise 1.2 without the noise
+TRAINED_LOSS = 1.0117  # a stubbed trained loss / E[y²] for exercise 2.2 (the build's: 1.0117)
+THEORY = 1.15381  # a stubbed theory loss, not a round number (exercise 1.1)
+
+
+def _wide():
+    return chx.wide_against_deep()
+
+
+def _slot_gain():
     found = capacity.slot_increments(chx.SLOT_TASK)
-    return {"1.2": (noisy, optimum), "1.3": (gamma, 1.0), "2.1": (bound, 1.0),
-            "2.3": (0.8, 0.75), "3.3": (54.0, 6.0),
-            "4.4": (found.losses[3] - found.losses[4], found.losses[2] - found.losses[3])}
+    return found.losses[3] - found.losses[4]
 
 
-@pytest.mark.parametrize("exercise_id", ["1.2", "1.3", "2.1", "2.3", "3.3", "4.4"])
-def test_a_wrong_answer_is_not_told_the_target(exercise_id):
-    target, wrong = _targets()[exercise_id]
+# (exercise, the right answer, its stub (test, theory, null) or None, a wrong answer, its stub,
+#  the target a failed check must not show, the direction the message must say)
+CHECKS = [
+    ("1.1", (0.02,), (THEORY * 1.01, THEORY, 1), (0.001,), (3.0, THEORY, 1), lambda: THEORY,
+     "above"),
+    ("1.2", (NOISY_OPTIMUM,), (NOISY_OPTIMUM * 1.01, 1, 1), (NOISELESS_OPTIMUM,), None,
+     lambda: NOISY_OPTIMUM, "below"),
+    ("1.3", (20 / 26,), None, (1.0,), None, lambda: 20 / 26, "above"),
+    ("2.1", (0.8,), (0.9 * 15, 1, 15), (0.75,), None, lambda: 0.8, "below"),
+    ("2.2", (1.0,), (TRAINED_LOSS, 1, 1), (0.8,), (TRAINED_LOSS, 1, 1), lambda: TRAINED_LOSS,
+     "below"),
+    ("2.3", (0.8,), None, (0.75,), None, lambda: 0.8, "below"),
+    ("3.1", (2.5,), None, (0.0,), None,
+     lambda: closed_forms.gd_optimum_from_moments(chx.kernel_moments()).loss, "above"),
+    ("3.2", (2,), None, (3,), None, chx.glu_gradient_exponent, "above"),
+    ("3.3", (54.0,), None, (6.0,), None, lambda: 54.0, "below"),
+    ("4.1", ([1, 0, 0, 1, 0, 1],), None, ([1, 0, 0, 0, 0, 0],), None,
+     lambda: capacity.best_feature_subspace(chx.QUADRATIC_TASK, 1).normalised_loss, "above"),
+    ("4.2", (30,), None, (20,), None, lambda: 30, "below"),
+    ("4.3", (6, 6), (_kernel() * 1.01, 1, 1), (5, 6),
+     (capacity.slot_increments(chx.QUADRATIC_TASK).loss(5), 1, 1), _kernel, "above"),
+    ("4.4", (40 / 94,), None, (20 / 74,), None, _slot_gain, "below"),
+    ("5.1", (2,), (0.85 * _three_slots(), 1, 1), (1,), (_three_slots(), 1, 1),
+     lambda: 0.9 * _three_slots(), "above"),
+    ("5.2", (0.54,), None, (0.6,), None, lambda: _wide().two_narrow_blocks, "above"),
+    ("5.3", (8,), None, (6,), None, lambda: 8, "below"),
+]
+
+
+def shown_forms(target: float) -> list[str]:
+    """The ways a check might print ``target``: %g and %f to 2-6 digits, and as an integer."""
+    forms = {f"{target:.{digits}g}" for digits in range(2, 7)}
+    forms |= {f"{target:.{digits}f}" for digits in range(2, 7)}
+    if float(target).is_integer():
+        forms.add(str(int(target)))
+    return sorted(forms)
+
+
+def shows(message: str, number: str) -> bool:
+    """Whether ``number`` appears in ``message`` as a number of its own (not the 2 of
+    "Exercise 3.2", "W2" or "0.25")."""
+    return re.search(r"(?<![\w.])" + re.escape(number) + r"(?!\d|\.\d)", message) is not None
+
+
+@pytest.mark.parametrize(("exercise_id", "right", "right_stub", "wrong", "wrong_stub", "target",
+                          "side"), CHECKS, ids=[row[0] for row in CHECKS])
+def test_every_checker_fails_a_wrong_answer_without_the_target_and_passes_the_right_one(
+        monkeypatch, capsys, exercise_id, right, right_stub, wrong, wrong_stub, target, side):
+    check = chx.CHECKERS[exercise_id]
+    assert {row[0] for row in CHECKS} | CODING == set(EXERCISES), "a row per checker"
+    if wrong_stub is not None:
+        _stub(monkeypatch, *wrong_stub)
     with pytest.raises(ExerciseFailed) as failure:
-        chx.CHECKERS[exercise_id](wrong)
+        check(*wrong)
     message = str(failure.value)
-    for digits in (3, 4, 5, 6):
-        assert f"{target:.{digits}g}" not in message, message
-        assert f"{target:.{digits}f}" not in message, message
-    assert "above" in message or "below" in message
+    for number in shown_forms(target()):
+        assert not shows(message, number), (number, message)
+    assert side in message, message
+    if right_stub is not None:
+        _stub(monkeypatch, *right_stub)
+    capsys.readouterr()
+    check(*right)
+    assert f"✓ Exercise {exercise_id}" in capsys.readouterr().out
+
+
+def test_the_target_finder_sees_numbers_not_digits_of_names():
+    assert shows("your answer = 0.8 is", "0.8") and not shows("Exercise 3.2: W2", "2")
+    assert not shows("0.25 and 20", "2") and shows("k = 2.", "2")
+
+
+CODING = {"1.4", "2.4", "3.4", "4.5", "5.4"}

@@ -86,6 +86,8 @@ def test_removing_the_solution_cells_leaves_each_exercise_and_no_solution(page):
         label = re.search(r":label: (ex-(\d+)-(\d+))", start.source)
         assert label, "each exercise block has a label ex-<chapter>-<number>"
         exercise_id = f"{label.group(2)}.{label.group(3)}"
+        if exercise_id not in CHECKERS:  # a question answered in words: nothing to call
+            continue
         # one call, the reader's (with the value still to set); the solution's call is gone
         call = f"{CHECKERS[exercise_id].__name__}("
         assert left.count(call) == 1, exercise_id

@@ -32,6 +32,7 @@ from nlicl_lib.core.tasks import TaskConfig
 from nlicl_lib.pages import plots
 from nlicl_lib.pages.chapter_exercises import (  # noqa: F401  (the page's exercises)
     check_learning_rate,
+    check_lsa_prediction,
     check_noisy_optimum_formula,
     check_preconditioner_scale,
 )

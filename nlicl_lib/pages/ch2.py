@@ -39,6 +39,7 @@ from nlicl_lib.pages import plots
 from nlicl_lib.pages.chapter_exercises import (  # noqa: F401  (the page's exercises)
     check_affine_bound_fraction,
     check_deep_lsa_cannot_beat_zero,
+    check_gd_weights,
     check_linear_bound_fraction,
 )
 from nlicl_lib.pages.display import glue as glue

@@ -37,9 +37,10 @@ from nlicl_lib.core.tasks import TaskConfig
 from nlicl_lib.experiments.baselines import DEFAULT_PENALTIES as DEFAULT_PENALTIES
 from nlicl_lib.experiments.baselines import TunedRidge, tuned_kernel_ridge
 from nlicl_lib.pages.chapter_exercises import (  # noqa: F401  (the page's exercises)
-    check_glu_initialisation,
+    check_glu_gradient_exponent,
     check_kernel_linear_weight,
     check_one_over_n_constant,
+    check_phi2_glu,
     kernel_moments,
 )
 from nlicl_lib.pages.display import glue as glue

@@ -36,6 +36,7 @@ from nlicl_lib.pages.chapter_exercises import (  # noqa: F401  (the page's exerc
     check_block_size,
     check_fourth_slot_gain,
     check_one_slot_feature,
+    check_slot_count,
     check_slots_for_degree_three,
 )
 from nlicl_lib.pages.display import glue, glue_values, show  # noqa: F401  (the page's display)

@@ -48,9 +48,11 @@ from nlicl_lib.experiments.studies import (
     trained_estimate,
 )
 from nlicl_lib.pages.chapter_exercises import (  # noqa: F401  (the page's exercises)
+    check_block_step,
     check_depth_beats_one_block,
     check_slot_degree,
     check_wide_block_against_depth,
+    wide_against_deep,
 )
 from nlicl_lib.pages.display import glue, glue_values, show, show_source
 from nlicl_lib.pages.panels import depth_panel

@@ -30,6 +30,13 @@ its solution, in a dropdown after it, ends with a call of the same function with
 answer in a code cell tagged ``solution`` and hidden behind a toggle. That cell runs when the
 book is built, so every exercise is known to be solvable.
 
+A *coding* exercise's cell holds a stub the reader fills in, ``def lsa_prediction(Z, P, Q):
+raise NotImplementedError``, and passes the function to its check, which runs
+:func:`check_function`: the reader's function and the library's implementation on the same few
+random inputs, in float64, within a stated tolerance. A mismatch fails with the input, the
+entry, the direction and the size of the error relative to the library's output (never its
+values); a stub still unfilled only says so.
+
 Each passed check's output carries ``{"nlicl_exercise": {"id", "title", "seconds",
 "device", ...}}`` in its metadata: ``seconds`` is the time since the cell started (the
 exercise's run time), kept with the executed notebook.
@@ -37,14 +44,16 @@ exercise's run time), kept with the executed notebook.
 
 from __future__ import annotations
 
+import copy
 import math
 import textwrap
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from html import escape
 from typing import Any
 
+import numpy as np
 from IPython import get_ipython
 from IPython.display import publish_display_data
 
@@ -216,9 +225,14 @@ def check_at_most(value: float, limit: float, rel: float = 0.0, *, exercise: str
 
 def check_equal(value: Any, expected: Any, *, exercise: str = "", what: str = "your answer",
                 hint: str = "", title: str = "") -> CheckResult:
-    """Pass when ``value == expected`` (an integer such as a number of slots, a choice)."""
+    """Pass when ``value == expected`` (an integer such as a number of slots, a degree). A
+    wrong number is told which way it is off (``above the right value``), not by how much."""
     if value != expected:
-        raise ExerciseFailed(f"{_prefix(exercise)}{what} = {value!r} is not right.", hint)
+        side = ""
+        if _is_number(value) and _is_number(expected):
+            side = f" {'above' if value > expected else 'below'} the right value"
+        raise ExerciseFailed(f"{_prefix(exercise)}{what} = {value!r} is not right: it is"
+                             f"{side or ' not the right value'}.", hint)
     message = f"{what} = {value!r} is right."
     reference = float(expected) if isinstance(expected, int | float) else math.nan
     number = float(value) if isinstance(value, int | float) else math.nan
@@ -227,6 +241,88 @@ def check_equal(value: Any, expected: Any, *, exercise: str = "", what: str = "y
 
 def _prefix(exercise: str) -> str:
     return f"Exercise {exercise}: " if exercise else ""
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool)
+
+
+def check_function(student: Callable[..., Any], reference: Callable[..., Any],
+                   inputs: Sequence[tuple], *, rel: float = 1e-9, atol: float = 1e-12,
+                   labels: Sequence[str] | None = None, exercise: str = "",
+                   what: str = "your function", theory: str = "the library",
+                   hint: str = "", title: str = "") -> CheckResult | None:
+    r"""Pass when ``student(*args)`` equals ``reference(*args)`` for every ``args`` of
+    ``inputs``, entry by entry within $|s - r| \le \mathrm{atol} + \mathrm{rel}\,|r|$, both
+    compared as float64 arrays: the check of a coding exercise, where the reader writes a
+    function and ``reference`` is the library's implementation of it.
+
+    ``labels`` describe the inputs in a failure (``"n = 5, D = 4"``; default: their shapes).
+    The first input that does not match fails the check with its label, the entry that misses
+    most, by how much and in which direction, never the reference's values. A ``student``
+    still raising ``NotImplementedError`` (the page's stub) only says so and returns ``None``,
+    so that running every cell never stops at an exercise; an output of the wrong shape fails
+    with both shapes."""
+    if labels is not None and len(labels) != len(inputs):
+        raise ConfigError("labels", len(labels), f"one label per input ({len(inputs)})")
+    if not inputs:
+        raise ConfigError("inputs", inputs, "at least one tuple of arguments")
+    rel = check_float("rel", rel, 0.0)
+    atol = check_float("atol", atol, 0.0)
+    allowed = (f"allowed {atol:.0e} + {rel:.0e} × |value|" if rel or atol
+               else "allowed: no difference")
+    name = getattr(student, "__name__", "your function")
+    worst = 0.0
+    for index, args in enumerate(inputs):
+        label = labels[index] if labels is not None else _describe(args)
+        where = f"input {index + 1} of {len(inputs)} ({label})"
+        expected = np.asarray(reference(*args), dtype=np.float64)
+        try:
+            got = student(*copy.deepcopy(args))  # a copy: the reader's code may write into it
+        except NotImplementedError:
+            print(textwrap.fill(f"{_prefix(exercise)}`{name}` still raises NotImplementedError: "
+                                "replace that line by your code and run the cell.", 68))
+            return None
+        try:
+            got = np.asarray(got, dtype=np.float64)
+        except (TypeError, ValueError) as error:
+            raise ExerciseFailed(f"{_prefix(exercise)}{what} returned {type(got).__name__} "
+                                 f"at {where}, not numbers ({error}).", hint) from None
+        if got.shape != expected.shape:
+            raise ExerciseFailed(
+                f"{_prefix(exercise)}{what} returned an array of shape {got.shape} at {where}; "
+                f"{theory} returns shape {expected.shape}.", hint)
+        if not np.all(np.isfinite(got)):
+            raise ExerciseFailed(f"{_prefix(exercise)}{what} returned a non-finite value at "
+                                 f"{where}.", hint)
+        error = np.abs(got - expected)
+        excess = error - (atol + rel * np.abs(expected))
+        if np.any(excess > 0):
+            entry = np.unravel_index(int(np.argmax(excess)), error.shape)
+            side = "above" if got[entry] > expected[entry] else "below"
+            at = f", entry {tuple(int(i) for i in entry)}" if error.ndim else ""
+            # relative to the size of the reference's output, so that the message does not
+            # give its values away (an absolute error would, for a sign error)
+            scale = float(np.max(np.abs(expected)))
+            size = (f"{error[entry] / scale:.2g} times the size of {theory}'s output"
+                    if scale > 0 else f"{error[entry]:.2g}")
+            size = f"{side} {theory}'s value by {size}"
+            raise ExerciseFailed(
+                f"{_prefix(exercise)}{what} does not match {theory} at {where}{at}: "
+                f"it is {size} ({allowed}).", hint)
+        worst = max(worst, float(np.max(error, initial=0.0)))
+    sentence = (f"{what} matches {theory} on all {len(inputs)} inputs (largest difference "
+                f"{worst:.1e}, float64; {allowed}).")
+    return _passed(exercise, what, worst, 0.0, rel, "function", sentence, title)
+
+
+def _describe(args: tuple) -> str:
+    """The arguments of a failed input by shape (arrays) or value (numbers)."""
+    parts = []
+    for arg in args:
+        shape = getattr(arg, "shape", None)
+        parts.append(f"shape {tuple(shape)}" if shape is not None else repr(arg))
+    return ", ".join(parts)
 
 
 def attempt(exercise: str, run: Callable[..., Any], /, **answers: Any) -> None:
