@@ -210,14 +210,19 @@ def cubic_construction_report(input_dim: int, slots: int) -> str:
 # the stored depth studies
 
 
-def _sizes(study: dict) -> str:
-    """The samples behind a study's intervals, for a table's caption."""
+def _sizes(study: dict, trained: bool = True, references: bool = True) -> str:
+    """The samples behind a study's intervals, for a table's caption: the trained stacks'
+    test samples and/or the references' independent fits."""
     ref = study["references"][str(study["slots"][0])]
     record = next(iter(study["trained"].values()))
-    return (f"± {ERROR_BARS:g} standard errors over {study['test_samples']} test samples of "
-            f"{record['test_contexts'] // study['test_samples']:,} contexts (references: "
-            f"{len(ref['loss'])} fits, each on {ref['fit_contexts']:,} fitting and "
-            f"{ref['test_contexts']:,} test contexts)")
+    parts = []
+    if trained:
+        parts.append(f"trained: {study['test_samples']} test samples of "
+                     f"{record['test_contexts'] // study['test_samples']:,} contexts")
+    if references:
+        parts.append(f"references: {len(ref['loss'])} fits, each on {ref['fit_contexts']:,} "
+                     f"fitting and {ref['test_contexts']:,} test contexts")
+    return f"± {ERROR_BARS:g} standard errors ({'; '.join(parts)})"
 
 
 def depth_table(study: dict) -> ResultTable:
@@ -289,7 +294,7 @@ def reference_table(study: dict) -> ResultTable:
     return ResultTable(tuple(header), tuple(rows),
                        caption="Greedy references / E[y²]: interval, median of the samples, "
                                "samples whose estimate rose, largest single context's share; "
-                               f"{_sizes(study)}")
+                               f"{_sizes(study, trained=False)}")
 
 
 def budget_table(study: dict, narrow: int, wide: int) -> ResultTable:
@@ -308,7 +313,7 @@ def budget_table(study: dict, narrow: int, wide: int) -> ResultTable:
     return ResultTable(
         ("budget", f"narrow, m = {narrow}", "loss", f"wide, m = {wide}", "loss", "lower"),
         tuple(rows), caption="Narrow and wide trained stacks at (at most) the same budget, "
-                             f"{_sizes(study)}")
+                             f"{_sizes(study, references=False)}")
 
 
 @dataclass(frozen=True)
