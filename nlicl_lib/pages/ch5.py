@@ -78,13 +78,13 @@ from nlicl_lib.training.evaluate import ERROR_BARS, LossEstimate, intervals_sepa
 
 __all__ = [
     "PRINT_WIDTH", "DepthClaims", "budget_table", "construction_report",
-    "cubic_construction_report", "cubic_report", "cubic_study", "cubic_values", "curves_figure",
-    "depth_claims", "depth_figure", "depth_panel", "depth_sweep", "depth_table", "depth_values",
-    "free_last_block_probe", "free_stack_claims", "free_stack_report", "free_stack_values",
+    "cubic_construction_report", "cubic_report", "cubic_study", "cubic_values",
+    "curves_figure", "depth_claims", "depth_figure", "depth_panel", "depth_sweep",
+    "depth_table", "free_last_block_probe", "free_stack_claims", "free_stack_report",
     "gd_steps", "glue", "glue_values", "glu_unit_names", "greedy_reference_report",
-    "greedy_reference_values", "load_free_stacks", "load_studies", "narrow_wide_ratio",
-    "reference_spread", "reference_table", "residual_stream_figure", "shape_key", "show",
-    "show_source", "stream_report", "trained_stack_report", "weights_figure",
+    "load_free_stacks", "load_studies", "narrow_wide_ratio", "reference_spread",
+    "reference_table", "residual_stream_figure", "shape_key", "show", "show_source",
+    "stream_report", "trained_stack_report", "weights_figure",
 ]
 
 PRINT_WIDTH = 76
@@ -105,13 +105,6 @@ def _rounded(value: float, half_width: float) -> str:
 def _interval(estimate: LossEstimate) -> str:
     """A loss as its interval, mean ± :data:`ERROR_BARS` standard errors (``.error``)."""
     return _rounded(estimate.mean, ERROR_BARS * estimate.error)
-
-
-def _depth_list(depths: Sequence[int]) -> str:
-    """``"1"``, ``"1 and 2"``, ``"1, 2 and 3"``; ``"none"`` for none."""
-    words = [str(L) for L in depths]
-    return "none" if not words else " and ".join([", ".join(words[:-1]), words[-1]]
-                                                 if len(words) > 1 else words)
 
 
 def _side(value: float, error: float, low: float, high: float, within: str) -> str:
@@ -162,15 +155,6 @@ def greedy_reference_report(reference: GreedyReference, slots: int) -> str:
                      f"{reference.fit_loss[L - 1] / null:7.4f}   "
                      f"{reference.worst_share[L - 1]:6.1%}")
     return "\n".join(lines)
-
-
-def greedy_reference_values(reference: GreedyReference, prefix: str) -> dict[str, float | int]:
-    """Glued as ``{prefix}_...``: the deepest fit and test losses, the deepest largest
-    context's share, and the depth with the lowest test loss."""
-    return {f"{prefix}_fit_last": float(reference.fit_loss[-1] / reference.null_loss),
-            f"{prefix}_test_last": float(reference.normalised()[-1]),
-            f"{prefix}_worst_last": float(reference.worst_share[-1]),
-            f"{prefix}_best_depth": int(np.argmin(reference.loss)) + 1}
 
 
 def stream_report(residuals: StreamResiduals) -> str:
@@ -228,14 +212,19 @@ def cubic_construction_report(input_dim: int, slots: int) -> str:
 # the stored depth studies
 
 
-def _errors_note(study: dict) -> str:
+def _sizes(study: dict, trained: bool = True, references: bool = True) -> str:
+    """The samples behind a study's intervals, for a table's caption: the trained stacks'
+    test samples and/or the references' independent fits."""
     ref = study["references"][str(study["slots"][0])]
     record = next(iter(study["trained"].values()))
-    return (f"± {ERROR_BARS:g} standard errors, the larger of the pooled and the between-sample "
-            f"one. Trained: {study['test_samples']} independent test samples of "
-            f"{record['test_contexts'] // study['test_samples']:,} contexts. References: "
-            f"{len(ref['loss'])} fits, each on its own {ref['fit_contexts']:,} fitting and "
-            f"{ref['test_contexts']:,} test contexts.")
+    parts = []
+    if trained:
+        parts.append(f"trained: {study['test_samples']} test samples of "
+                     f"{record['test_contexts'] // study['test_samples']:,} contexts")
+    if references:
+        parts.append(f"references: {len(ref['loss'])} fits, each on {ref['fit_contexts']:,} "
+                     f"fitting and {ref['test_contexts']:,} test contexts")
+    return f"± {ERROR_BARS:g} standard errors ({'; '.join(parts)})"
 
 
 def depth_table(study: dict) -> ResultTable:
@@ -268,12 +257,10 @@ def depth_table(study: dict) -> ResultTable:
     return ResultTable(
         tuple(header), tuple(rows),
         caption=f"Test loss / E[y²] by depth, d = {study['task']['input_dim']}: trained stacks "
-                f"({steps} steps) and greedy references",
-        notes=(_errors_note(study),
-               "In brackets: the median of a trained stack's sample means.",
-               f"* still improving and above its reference: training {steps} steps instead of "
-               f"{steps // 2} lowered the median of its sample means by more than "
-               f"{CONVERGED:.0%}."))
+                f"({steps} steps) and greedy references, {_sizes(study)}",
+        notes=("In brackets: the median of a trained stack's sample means.",
+               "* still improving and above its reference: the last doubling of its steps "
+               f"lowered the median of its sample means by more than {CONVERGED:.0%}."))
 
 
 def narrow_wide_ratio(study: dict, depth: int) -> tuple[float, float]:
@@ -308,8 +295,8 @@ def reference_table(study: dict) -> ResultTable:
         rows.append(tuple(row))
     return ResultTable(tuple(header), tuple(rows),
                        caption="Greedy references / E[y²]: interval, median of the samples, "
-                               "samples whose estimate rose, largest single context's share",
-                       notes=(_errors_note(study),))
+                               "samples whose estimate rose, largest single context's share; "
+                               f"{_sizes(study, trained=False)}")
 
 
 def budget_table(study: dict, narrow: int, wide: int) -> ResultTable:
@@ -327,8 +314,8 @@ def budget_table(study: dict, narrow: int, wide: int) -> ResultTable:
                          f"L = {pair.wide_depth} ({pair.wide_budget})", _interval(b), verdict))
     return ResultTable(
         ("budget", f"narrow, m = {narrow}", "loss", f"wide, m = {wide}", "loss", "lower"),
-        tuple(rows), caption="Narrow and wide trained stacks at (at most) the same budget",
-        notes=(_errors_note(study),))
+        tuple(rows), caption="Narrow and wide trained stacks at (at most) the same budget, "
+                             f"{_sizes(study, references=False)}")
 
 
 @dataclass(frozen=True)
@@ -395,51 +382,6 @@ def depth_claims(study: dict) -> DepthClaims:
         wins, losses,
         {L: narrow_wide_ratio(study, L) for L, v in zip(depths, versus, strict=True)
          if v == "wide"})
-
-
-def depth_values(study: dict, prefix: str) -> dict[str, float | int | str]:
-    r"""The few numbers the page quotes from a study's :class:`DepthClaims`, keyed
-    ``f"{prefix}_..."``: how many depths the wide stack is lower at (``wide_lower``, of
-    ``depth_count``) and where the intervals do not separate (``unseparated``); the narrow
-    stacks against their reference (``narrow_below_ref``, ``narrow_above_ref``: depth lists);
-    the wide ones (``wide_below_ref``); the narrow / wide cost range where the wide stack is
-    lower (``cost_min``, ``cost_max``); the first depths below the best single block of the
-    narrow size and of any size (``below_single_from``, ``below_kernel_from``); the budget wins
-    (``weight_wins``, ``feature_wins``, ``wins_deeper``: whether the narrow stack is the deeper
-    one in every win); the unconverged stacks (``unconverged``)."""
-    claims = depth_claims(study)
-    depths = claims.depths
-    costs = [ratio for ratio, _ in claims.cost.values()]
-    wins = [pair for pairs in claims.budget_wins.values() for pair in pairs]
-
-    def where(values: tuple[str, ...], label: str) -> str:
-        return _depth_list([L for L, v in zip(depths, values, strict=True) if v == label])
-
-    def from_on(hits: tuple[int, ...]) -> str:
-        tail = [L for L in depths if L >= min(hits)] if hits else []
-        return str(min(hits)) if hits and list(hits) == tail else _depth_list(hits)
-
-    out: dict[str, float | int | str] = {
-        "depth_count": len(depths), "wide_lower": claims.wide_vs_narrow.count("wide"),
-        "narrow_lower": claims.wide_vs_narrow.count("narrow"),
-        "unseparated": where(claims.wide_vs_narrow, "-"),
-        "narrow_below_ref": where(claims.narrow_vs_reference, "below"),
-        "narrow_above_ref": where(claims.narrow_vs_reference, "above"),
-        "narrow_near_ref": where(claims.narrow_vs_reference, "-"),
-        "wide_below_ref": where(claims.wide_vs_reference, "below"),
-        "wide_above_ref": where(claims.wide_vs_reference, "above"),
-        "cost_min": float(min(costs)) if costs else float("nan"),
-        "cost_max": float(max(costs)) if costs else float("nan"),
-        "below_single_from": from_on(claims.narrow_below_single),
-        "below_kernel_from": from_on(claims.narrow_below_kernel),
-        "weight_wins": len(claims.budget_wins["weights"]),
-        "feature_wins": len(claims.budget_wins["features"]),
-        "wins_deeper": "every" if wins and all(a > b for a, b in wins) else "not every",
-        "unconverged": len(claims.unconverged), "unsettled": len(claims.unsettled),
-        "stacks": 2 * len(depths),
-        "steps": study["training"]["steps"],
-    }
-    return {f"{prefix}_{key}": value for key, value in out.items()}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -635,63 +577,6 @@ def free_stack_claims(data: dict) -> FreeStackClaims:
                                      ERROR_BARS * widest.loss.error / widest.loss.mean))
 
 
-def free_stack_values(data: dict, probe: LastBlockProbe | None = None
-                      ) -> dict[str, float | str]:
-    r"""The numbers and phrases the page quotes, keyed ``free_...``, from the stored settings,
-    :func:`free_stack_claims` and ``probe`` (default: :func:`free_last_block_probe`)."""
-    claims, test, training = free_stack_claims(data), data["test"], data["training"]
-    probe = probe or free_last_block_probe(data)
-    depths = sorted(int(L) for L in data["depth_runs"])
-    deepest = max(claims.gd_start_below) if claims.gd_start_below else depths[-1]
-    gd_deep = [r for r in free_summaries(data) if r.depth == deepest and r.start == "gd-form"
-               and r.eta == training["learning_rate"] and r.steps == training["steps"]][0]
-    controls = gd_form_losses(data, deepest)
-    reaching = "; ".join(
-        f"depth {L}, seed {s}" + ("" if T == training["steps"] else f", {T} steps")
-        + ("" if eta == training["learning_rate"] else f", η = {eta:g}")
-        for L, s, eta, T in claims.random_reaching) or "none"
-    (low, low_error), (high, high_error) = claims.reach_agreement
-    runs = [r for r in free_summaries(data) if r.loss is not None]
-    return {
-        "free_steps": training["steps"], "free_batch": training["batch_size"],
-        "free_rate": training["learning_rate"], "free_low_rate": min(data["rates"]),
-        "free_other_rates": " and ".join(f"{r:g}" for r in data["rates"]),
-        "free_gd_rate": data["gd_form_training"]["learning_rate"],
-        "free_seed": data["seeds"][0], "free_seed_count": len(data["seeds"]),
-        "free_doubled_steps": data["doubling"] * training["steps"],
-        "free_depths": _depth_list(depths),
-        "free_test_samples": test["test_samples"], "free_test_prompts": f"{test['num_prompts']:,}",
-        "free_agreement_prompts": f"{data['agreement_prompts']:,}",
-        "free_agreement_groups": data["agreement_groups"],
-        "free_minutes": data["free_seconds"] / 60,
-        "free_worst_share": max(r.loss.worst_share for r in runs),
-        "free_gd_above": ("no run" if not claims.gd_start_above
-                          else f"at depth {_depth_list(claims.gd_start_above)} a run"),
-        "free_gd_within": _depth_list(claims.gd_start_within),
-        "free_gd_below": _depth_list(claims.gd_start_below),
-        "free_gd_deep_depth": deepest, "free_gd_deep": _interval(gd_deep.loss),
-        "free_gd_deep_family": _interval(controls["study"]),
-        "free_gd_deep_continued": _interval(controls.get("continued", controls["study"])),
-        "free_random_reach": len(claims.random_reaching), "free_random_count": claims.random_runs,
-        "free_random_reach_list": reaching,
-        "free_seeds_apart": _depth_list(claims.seeds_apart),
-        "free_doubling_unsettled": _depth_list(claims.doubling_unsettled),
-        "free_doubled_reaching": _depth_list(claims.doubled_reaching),
-        "free_doubling_open": _depth_list(sorted(set(claims.doubling_unsettled)
-                                                 - set(claims.doubled_reaching))),
-        "free_reach_a_low": _rounded(low, ERROR_BARS * low_error),
-        "free_reach_a_high": _rounded(high, ERROR_BARS * high_error),
-        "free_a_lowest": _rounded(claims.lowest_agreement[0],
-                                  ERROR_BARS * claims.lowest_agreement[1]),
-        "free_tail_depth": claims.widest[0] if claims.widest else "",
-        "free_tail_share": claims.widest[2] if claims.widest else math.nan,
-        "free_tail_width": 100 * claims.widest[3] if claims.widest else math.nan,
-        "free_probe_before": _rounded(probe.before[0], ERROR_BARS * probe.before[1]),
-        "free_probe_after": _rounded(probe.after[0], ERROR_BARS * probe.after[1]),
-        "free_probe_shift": 100 * probe.shift,
-    }
-
-
 # ---------------------------------------------------------------------------------------------
 # the cubic study
 
@@ -715,28 +600,22 @@ def cubic_report(study: CubicStudy) -> str:
     return "\n".join(lines)
 
 
-def cubic_values(study: CubicStudy) -> dict[str, float | str]:
-    """The cubic study's numbers the page quotes (``..._err``: the half-width of the interval,
-    :data:`~nlicl_lib.training.evaluate.ERROR_BARS` standard errors), and where the trained
-    stack and the reference lie (their intervals) against one GD step on all monomials."""
-    one, two = study.keys
-    null, sweep, reference = study.null_loss, study.sweep, study.reference
+def cubic_values(study: CubicStudy) -> dict[str, str]:
+    """Where the page's cubic sentences place the trained two-block stack and the greedy
+    reference (their intervals, :data:`~nlicl_lib.training.evaluate.ERROR_BARS` standard
+    errors): against the best single block (``cubic_two_vs_one``) and against one GD step on
+    all monomials (``cubic_trained_vs_all``, ``cubic_reference_vs_all``)."""
+    _, two = study.keys
+    sweep, reference = study.sweep, study.reference
 
-    def side(value: float, error: float) -> str:
-        return _side(value, error, study.all_features, study.all_features,
-                     "within two standard errors of")
+    def side(value: float, error: float, line: float) -> str:
+        return _side(value, error, line, line, "within two standard errors of")
 
     return {
-        "cubic_depth1": sweep.exact[one] / null,
-        "cubic_depth1_estimate": sweep.normalised(one),
-        "cubic_depth1_err": ERROR_BARS * sweep.std_error[one] / null,
-        "cubic_depth2": sweep.normalised(two),
-        "cubic_depth2_err": ERROR_BARS * sweep.std_error[two] / null,
-        "cubic_reference2": float(reference.normalised()[1]),
-        "cubic_one_block": study.one_block / null,
-        "cubic_all_features": study.all_features / null,
-        "cubic_trained_vs_all": side(sweep.loss[two], sweep.std_error[two]),
-        "cubic_reference_vs_all": side(reference.loss[1], reference.std_error[1]),
+        "cubic_two_vs_one": side(sweep.loss[two], sweep.std_error[two], study.one_block),
+        "cubic_trained_vs_all": side(sweep.loss[two], sweep.std_error[two], study.all_features),
+        "cubic_reference_vs_all": side(reference.loss[1], reference.std_error[1],
+                                       study.all_features),
     }
 
 
