@@ -119,8 +119,8 @@ def test_the_claims_follow_the_data_when_it_changes(stored):
     L = study["depths"][0]
     run = study["trained"][f"m{narrow}-L{L}"]
     low = trained_estimate(study, wide, L).mean * study["null_loss"] / 10
-    run["loss"], run["std_error"] = low, low / 100
-    run["sample_means"] = [low] * len(run["sample_means"])
+    run["loss"].update(mean=low, std_error=low / 100,
+                       sample_means=[low] * len(run["loss"]["sample_means"]))
     claims = ch5.depth_claims(study)
     assert claims.wide_vs_narrow[0] == "narrow"
     assert claims.narrow_vs_reference[0] == "below"

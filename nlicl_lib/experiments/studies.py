@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import platform
 import subprocess
 import time
@@ -306,8 +307,8 @@ def run_study(name: str, parts: tuple[str, ...] = PARTS, device: str = "cpu",
             shape_key(m, L): {
                 "slots": m, "depth": L, "parameters": sweeps[1].parameters[key],
                 "exact": sweeps[1].exact.get(key), "history": _windowed(sweeps[1].history[key]),
-                **_estimate_record(sweeps[1].estimates[key]),
-                "half_steps": _estimate_record(sweeps[0].estimates[key])}
+                "loss": _estimate_json(sweeps[1].estimates[key]),
+                "half_steps": {"loss": _estimate_json(sweeps[0].estimates[key])}}
             for m, L in shapes for key in [shape_key(m, L)]}
         out["history_window"] = HISTORY_WINDOW
         out["test_samples"] = TEST_SAMPLES
@@ -316,17 +317,22 @@ def run_study(name: str, parts: tuple[str, ...] = PARTS, device: str = "cpu",
     return out
 
 
-def _estimate_record(estimate: LossEstimate) -> dict:
-    """What the study stores of a loss estimate (unnormalised)."""
-    return {"loss": estimate.mean, "std_error": estimate.std_error,
-            "sample_means": list(estimate.sample_means), "worst_share": estimate.worst_share,
-            "test_contexts": estimate.num_prompts}
+def _estimate_json(estimate: LossEstimate) -> dict:
+    """What a study stores of a loss estimate (unnormalised); :func:`estimate_from_json` reads it."""
+    return {"mean": estimate.mean, "std_error": estimate.std_error,
+            "num_prompts": estimate.num_prompts, "integrated": estimate.integrated,
+            "sample_means": list(estimate.sample_means), "worst": estimate.worst,
+            "worst_share": estimate.worst_share}
 
 
-def _estimate(record: dict, null: float) -> LossEstimate:
-    return LossEstimate(record["loss"], record["std_error"], record["test_contexts"],
-                        "task+query", worst_share=record["worst_share"],
-                        sample_means=tuple(record["sample_means"])).scaled(null)
+def estimate_from_json(entry: dict, null: float = 1.0) -> LossEstimate:
+    r"""A stored loss as the :class:`~nlicl_lib.training.evaluate.LossEstimate` it was, every
+    loss divided by ``null`` (e.g. $\mathbb E[y^2]$). ``worst`` is ``None`` (read as NaN) where
+    it was not kept: the depth study's trained stacks were measured before the estimate kept it."""
+    worst = math.nan if entry["worst"] is None else entry["worst"]
+    return LossEstimate(entry["mean"], entry["std_error"], entry["num_prompts"],
+                        entry["integrated"], worst=worst, worst_share=entry["worst_share"],
+                        sample_means=tuple(entry["sample_means"])).scaled(null)
 
 
 def trained_estimate(study: dict, slots: int, depth: int, half_steps: bool = False
@@ -335,7 +341,8 @@ def trained_estimate(study: dict, slots: int, depth: int, half_steps: bool = Fal
     $\mathbb E[y^2]$, with its independent test samples (``half_steps``: the same stack trained
     half as long, on the same test contexts)."""
     record = study["trained"][shape_key(slots, depth)]
-    return _estimate(record["half_steps"] if half_steps else record, study["null_loss"])
+    return estimate_from_json((record["half_steps"] if half_steps else record)["loss"],
+                              study["null_loss"])
 
 
 CONVERGED = 0.02
@@ -452,7 +459,7 @@ def budget_pairs(study: dict, narrow: int, wide: int, kind: str) -> list[BudgetP
     comparison at equal weights)."""
     if narrow >= wide:
         raise ConfigError("narrow", narrow, f"fewer slots than wide={wide}")
-    null, pairs = study["null_loss"], []
+    pairs = []
     for wide_depth in study["depths"]:
         wide_budget = budget(study, wide, wide_depth, kind)
         fits = [L for L in study["depths"] if budget(study, narrow, L, kind) <= wide_budget]
@@ -464,11 +471,10 @@ def budget_pairs(study: dict, narrow: int, wide: int, kind: str) -> list[BudgetP
             continue
         if narrow_budget < CLOSE_BUDGET * wide_budget:
             continue
-        a = study["trained"][shape_key(narrow, narrow_depth)]
-        b = study["trained"][shape_key(wide, wide_depth)]
+        a, b = (trained_estimate(study, *shape) for shape in ((narrow, narrow_depth),
+                                                             (wide, wide_depth)))
         pairs.append(BudgetPair(narrow_depth, wide_depth, narrow_budget, wide_budget,
-                                a["loss"] / null, b["loss"] / null, a["std_error"] / null,
-                                b["std_error"] / null))
+                                a.mean, b.mean, a.std_error, b.std_error))
     return pairs
 
 
@@ -646,22 +652,6 @@ def free_agreement(model: InContextRegressor, prompts: Prompts, groups: int = AG
         prompts.x[g * size:(g + 1) * size], prompts.y[g * size:(g + 1) * size],
         prompts.coefficients[g * size:(g + 1) * size]))[:blocks] for g in range(groups)])
     return values.mean(axis=0), values.std(axis=0, ddof=1) / np.sqrt(groups)
-
-
-def _estimate_json(estimate: LossEstimate) -> dict:
-    return {"mean": estimate.mean, "std_error": estimate.std_error,
-            "num_prompts": estimate.num_prompts, "integrated": estimate.integrated,
-            "sample_means": list(estimate.sample_means), "worst": estimate.worst,
-            "worst_share": estimate.worst_share}
-
-
-def estimate_from_json(entry: dict, null: float = 1.0) -> LossEstimate:
-    r"""A stored loss as the :class:`~nlicl_lib.training.evaluate.LossEstimate` it was, every
-    loss divided by ``null`` (e.g. $\mathbb E[y^2]$)."""
-    return LossEstimate(entry["mean"], entry["std_error"], entry["num_prompts"],
-                        entry["integrated"], worst=entry["worst"],
-                        worst_share=entry["worst_share"],
-                        sample_means=tuple(entry["sample_means"])).scaled(null)
 
 
 @dataclass(frozen=True)

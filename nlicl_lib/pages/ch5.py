@@ -220,7 +220,7 @@ def _sizes(study: dict, trained: bool = True, references: bool = True) -> str:
     parts = []
     if trained:
         parts.append(f"trained: {study['test_samples']} test samples of "
-                     f"{record['test_contexts'] // study['test_samples']:,} contexts")
+                     f"{record['loss']['num_prompts'] // study['test_samples']:,} contexts")
     if references:
         parts.append(f"references: {len(ref['loss'])} fits, each on {ref['fit_contexts']:,} "
                      f"fitting and {ref['test_contexts']:,} test contexts")
@@ -744,7 +744,7 @@ def curves_figure(studies: dict[str, dict], title: str) -> go.Figure:
                 reference = reference_estimates(study, m)[L - 1].mean
                 panels[(shape, L)] = [
                     trained_trace(steps, curve, "batch loss (mean of 25 steps)", mode="lines"),
-                    trained_trace([steps[-1]], [run["loss"] / study["null_loss"]],
+                    trained_trace([steps[-1]], [run["loss"]["mean"] / study["null_loss"]],
                                   "test loss after training", color=COLORS["trained2"],
                                   mode="markers", marker={"size": 10}),
                     theory_trace([steps[0], steps[-1]], [reference] * 2,
