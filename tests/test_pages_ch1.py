@@ -44,5 +44,11 @@ def test_depth_figure_and_table_set_trained_stacks_against_tuned_gd(computed):
     assert set(sweep.bayes) == {0.5}  # no noise: the Bayes loss is exactly 0
     assert len(sweep.model(0.0, 2).blocks) == 2
     table = ch1.depth_table(DEPTHS, NOISE, sweep.trained, tuned, sweep.bayes, D, N)
+    # loss / E[y^2], E[y^2] = d, as in the depth figure
     exact = ch1.linear_gd_optimum_isotropic(D, N, 0.5)[1]
-    assert table.rows[2][3] == f"{exact:.4f}" and table.rows[0][-1] == "0 (exact)"
+    assert table.rows[2][3] == f"{exact / D:.4f}" and table.rows[0][-1] == "0 (exact)"
+    noisy = sweep.trained[0.5, 2]
+    assert table.rows[3][1] == ch1.pm(noisy.mean / D, noisy.std_error / D)
+    assert table.rows[3][4] == ch1.pm(sweep.bayes[0.5].mean / D, sweep.bayes[0.5].std_error / D)
+    fig = ch1.depth_figure(DEPTHS, NOISE, sweep.trained, tuned, sweep.bayes, ch1.null_loss(task))
+    assert fig.data[0].y[0] == pytest.approx(sweep.trained[0.0, 1].mean / D, rel=1e-12)

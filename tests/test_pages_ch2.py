@@ -48,8 +48,13 @@ def test_bound_figure_and_prose_set_each_form_against_the_bound(computed):
     sweep, refs = computed
     panels = _panels(ch2.bound_figure(sweep.trained, TASKS, list(FORMS), DEPTHS, refs))
     assert panels[1][4].y == (7 / 9,) * len(DEPTHS) and panels[0][4].y == (1.0,) * len(DEPTHS)
-    values = ch2.prose_values(sweep.trained, TASKS, FORMS, DEPTHS, refs)
+    values = ch2.prose_values(sweep.trained, TASKS, FORMS, DEPTHS)
     assert (values["quad_energy"], values["lin_energy"], values["noise_ratio"]) == (7.0, 2.0, 3.5)
+    pure = [sweep.trained[f, "pure quadratic", L].test.normalised for f in FORMS for L in DEPTHS]
+    assert values["pure_max_gap"] == pytest.approx(max(abs(v - 1) for v in pure), abs=1e-15)
+    gain = (sweep.trained["GD form", "linear + quadratic", 1].test.normalised
+            - sweep.trained["GD form", "linear + quadratic", 3].test.normalised)
+    assert values["gd_form_gain"] == pytest.approx(gain, abs=1e-15)
     mixed_runs = {(f, L): sweep.trained[f, "linear + quadratic", L].test for f in FORMS for L in DEPTHS}
     lines = ch2.finite_context_table(MIXED, linearity.one_step_curve(MIXED, [N, 100]), [N, 100],
                                      refs, mixed_runs).splitlines()
@@ -62,5 +67,12 @@ def test_bound_figure_and_prose_set_each_form_against_the_bound(computed):
     first = _panels(ch2.bound_figure(high, TASKS, list(FORMS), DEPTHS, refs))[0][0]
     assert first.y[1] == ch2.AXIS_TOP and first.error_y.array[1] == 0.0
     assert first.text[1] == "6.8 × 10¹⁰ ↑" and first.marker.symbol[1] == "triangle-up"
+    # the prose names the full stacks that went above the chart, and only those
+    high["full P, Q", "linear + quadratic", 3] = high["full P, Q", "pure quadratic", 3]
+    text = ch2.prose_values(high, TASKS, FORMS, DEPTHS)["off_chart_text"]
+    assert text.startswith("the stack of depth 3 on the linear + quadratic task ends far worse")
+    if max(v.test.normalised for k, v in sweep.trained.items() if k[0] == "full P, Q"
+           and k[1] == "linear + quadratic") <= ch2.AXIS_TOP:
+        assert values["off_chart_text"].startswith("no stack")
 
 

@@ -8,7 +8,7 @@ the theory it should match (:mod:`nlicl_lib.theory.lsa_gd`).
   $P = e_D e_D^\top$, $Q = -\mathrm{blkdiag}(\Gamma^{*\top}, 0)$);
 - :func:`train_depth_sweep`: $L$-layer stacks at several noise levels $\sigma$, with the Bayes
   optimum (ridge, $n\lambda = \sigma^2$); :func:`depth_figure` and :func:`depth_table` set them
-  against $L$ tuned GD steps.
+  against $L$ tuned GD steps, both as loss / $\mathbb E[y^2]$.
 
 The page's display helpers, panel, labels and closed forms are re-exported here, so the page
 imports the package root, :mod:`~nlicl_lib.theory.lsa_gd` and this module only.
@@ -219,18 +219,24 @@ def depth_table(depths: Sequence[int], noise_levels: Sequence[float],
                 input_dim: int, context_length: int) -> ResultTable:
     r"""One row per $(\sigma, L)$: the trained loss, the tuned-GD loss (both $\pm$ one standard
     error), the exact optimum $\frac{d(d+1+\sigma^2)}{n+d+1+\sigma^2}$ at $L = 1$ and the Bayes loss
-    (exactly 0 without noise). Unnormalised losses. A table (HTML in the book, text printed)."""
+    (exactly 0 without noise), all over $\mathbb E[y^2] = d$ (the query labels are clean), as in
+    :func:`depth_figure`. A table (HTML in the book, text printed)."""
+    normaliser = null_loss(TaskConfig(kind="linear", input_dim=input_dim,
+                                      context_length=context_length))
     rows = []
     for sigma in noise_levels:
         for depth in depths:
             ours, steps_ref = trained[sigma, depth], tuned[sigma, depth]
-            exact = (f"{linear_gd_optimum_isotropic(input_dim, context_length, sigma)[1]:.4f}"
-                     if depth == 1 else "")
-            floor = pm(bayes[sigma].mean, bayes[sigma].std_error) if sigma > 0 else "0 (exact)"
-            rows.append((f"σ = {sigma:.1f}, L = {depth}", pm(ours.mean, ours.std_error),
-                         pm(steps_ref.loss, steps_ref.std_error), exact, floor))
+            exact = linear_gd_optimum_isotropic(input_dim, context_length, sigma)[1]
+            floor = (pm(bayes[sigma].mean / normaliser, bayes[sigma].std_error / normaliser)
+                     if sigma > 0 else "0 (exact)")
+            rows.append((f"σ = {sigma:.1f}, L = {depth}",
+                         pm(ours.mean / normaliser, ours.std_error / normaliser),
+                         pm(steps_ref.loss / normaliser, steps_ref.std_error / normaliser),
+                         f"{exact / normaliser:.4f}" if depth == 1 else "", floor))
     return ResultTable(("σ, L", "trained LSA", "tuned L-step GD", "exact (L=1)", "Bayes (ridge)"),
-                       tuple(rows), caption="Test loss of the trained LSA stacks and their references")
+                       tuple(rows), caption="Test loss / E[y²] of the trained LSA stacks and their "
+                       "references (± one standard error)")
 
 
 def construction_report(check: ConstructionCheck) -> str:

@@ -61,17 +61,11 @@ SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 
 
 def number(value: float, digits: int = 3) -> str:
-    """A number for the prose: `digits` significant digits, a power of ten written out."""
+    """A number for a label: `digits` significant digits, a power of ten written out."""
     if abs(value) < 1e4:
         return f"{value:.{digits}g}"
     mantissa, exponent = f"{value:.{digits - 1}e}".split("e")
     return f"{mantissa} × 10{str(int(exponent)).translate(SUPERSCRIPT)}"
-
-
-def loss_range(values: Sequence[float]) -> str:
-    """The smallest and largest of ``values`` for the prose (4 decimals, :func:`number` from 10)."""
-    low, high = (f"{v:.4f}" if v < 10 else number(v) for v in (min(values), max(values)))
-    return f"{low} at every depth" if low == high else f"{low} to {high}"
 
 
 def pm(mean: float, error: float) -> str:
@@ -243,44 +237,38 @@ def bound_figure(trained: Mapping[tuple[str, str, int], TrainedModel], tasks: Ma
     return plots.slider_figure(base, panels, ["task"], [list(tasks)])
 
 
-def _off_chart_text(exploded: list[tuple[int, float]]) -> str:
+def _off_chart_text(exploded: Sequence[int]) -> str:
+    """What the prose says of the full stacks at the depths ``exploded`` (their loss above
+    :data:`AXIS_TOP`): which depths, no numbers (the figure and the table carry them)."""
     if not exploded:
-        return ("no stack on the linear + quadratic task went above the zero "
-                "predictor on the test prompts of this run")
-    stacks = "stack of depth {}" if len(exploded) == 1 else "stacks of depth {}"
-    return ("the " + stacks.format(" and ".join(str(d) for d, _ in exploded))
-            + " on the linear + quadratic task " + ("is" if len(exploded) == 1 else "are")
-            + " worse than the zero predictor on the test prompts ("
-            + " and ".join(number(v) for _, v in exploded) + " times its loss)")
+        return ("no stack on the linear + quadratic task ends above the zero predictor on the "
+                "test prompts of this run")
+    depths = " and ".join(str(d) for d in exploded)
+    return (f"the {'stack' if len(exploded) == 1 else 'stacks'} of depth {depths} on the linear"
+            f" + quadratic task {'ends' if len(exploded) == 1 else 'end'} far worse than the zero"
+            " predictor on the test prompts")
 
 
 def prose_values(trained: Mapping[tuple[str, str, int], TrainedModel], tasks: Mapping[str, TaskConfig],
-                 forms: Mapping[str, str], depths: Sequence[int], refs: LinearReferences
-                 ) -> dict[str, float | str]:
-    r"""The numbers of the prose after :func:`bound_figure`, by ``prose`` name: the loss ranges over
-    depth (``range_<task[:4]>_<form>``), the pure-quadratic full stacks of depth 1 and 3, the best
-    single step, $\mathbb E[y_{\text{quad}}^2]$ and $\mathbb E[y_{\text{lin}}^2]$ of the linear +
-    quadratic task and their ratio (the noise-to-signal of the linear part), tuned ridge, the full
-    stacks above :data:`AXIS_TOP`, and the GD form's gain from $L = 1$ to the deepest."""
+                 forms: Mapping[str, str], depths: Sequence[int]) -> dict[str, float | str]:
+    r"""The values the prose after :func:`bound_figure` quotes, by ``prose`` name:
+    ``pure_max_gap``, the largest distance of a trained model's loss on the pure quadratic task from
+    the zero predictor's (both forms, every depth); $\mathbb E[y_{\text{quad}}^2]$ and
+    $\mathbb E[y_{\text{lin}}^2]$ of the linear + quadratic task and their ratio ``noise_ratio``
+    (the noise-to-signal of the linear part); ``gd_form_gain``, the GD form's gain from $L = 1$ to
+    the deepest; ``off_chart_text``, which full stacks end above :data:`AXIS_TOP`."""
     mixed_name, pure_name = "linear + quadratic", "pure quadratic"
     values: dict[str, float | str] = {}
-    for name in tasks:
-        for form in forms:
-            losses = [trained[form, name, d].test.normalised for d in depths]
-            values[f"range_{name[:4]}_{forms[form]}"] = loss_range(losses)
-    pure_l1, pure_l3 = (f"{trained['full P, Q', pure_name, d].test.normalised:.4f}" for d in (1, 3))
-    values["pure_l13"] = f"both reach {pure_l1}" if pure_l1 == pure_l3 else f"reach {pure_l1} and {pure_l3}"
+    values["pure_max_gap"] = max(abs(trained[form, pure_name, d].test.normalised - 1.0)
+                                 for form in forms for d in depths)
     mixed = tasks[mixed_name]
-    values["one_step_mixed"] = refs.one_step[mixed_name].normalised_loss
     quad_energy = closed_forms.best_linear_loss(mixed)  # E[y^2] of the quadratic part
     lin_energy = closed_forms.null_loss(mixed) - quad_energy
     values["quad_energy"] = quad_energy
     values["lin_energy"] = lin_energy
     values["noise_ratio"] = quad_energy / lin_energy
-    values["ridge_mixed"] = refs.ridge[mixed_name].test.normalised
-    values["ridge_penalty"] = refs.ridge[mixed_name].penalty
-    exploded = [(d, trained["full P, Q", mixed_name, d].test.normalised) for d in sorted(depths)]
-    values["off_chart_text"] = _off_chart_text([(d, v) for d, v in exploded if v > AXIS_TOP])
+    values["off_chart_text"] = _off_chart_text(
+        [d for d in sorted(depths) if trained["full P, Q", mixed_name, d].test.normalised > AXIS_TOP])
     values["gd_form_gain"] = (trained["GD form", mixed_name, min(depths)].test.normalised
                               - trained["GD form", mixed_name, max(depths)].test.normalised)
     return values
@@ -339,13 +327,10 @@ def diagnosis_table(diagnosis: Mapping[tuple[str, int], LabelDiagnosis]) -> str:
 def diagnosis_values(diagnosis: Mapping[tuple[str, int], LabelDiagnosis], worst_depth: int
                      ) -> dict[str, float | str]:
     """The prose's numbers of the diagnosis at ``worst_depth``, by ``prose`` name:
-    ``diag_<column>_full`` and ``diag_<column>_gd`` for every column, and the large-label losses
-    written out for the prose (:func:`number`)."""
+    ``diag_<column>_full`` and ``diag_<column>_gd`` for every column."""
     full, gd = (asdict(diagnosis[form, worst_depth]) for form in ("full P, Q", "GD form"))
     values: dict[str, float | str] = {}
     for key in full:
         values[f"diag_{key}_full"] = full[key]
         values[f"diag_{key}_gd"] = gd[key]
-    values["diag_largest_text_full"] = number(full["largest"])
-    values["diag_largest_text_gd"] = number(gd["largest"])
     return values
