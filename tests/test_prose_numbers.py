@@ -73,6 +73,8 @@ def test_a_missing_build_is_named():
 
 @pytest.mark.built
 def test_the_built_chapters_keep_to_the_limits():
+    if not any((HTML / "book").glob(pn.CHAPTER_GLOB)):
+        pytest.skip("the book is not built: run `make book`")
     counts = pn.count_chapters(HTML)
     assert len(counts) == 5
     assert pn.violations(counts) == []
