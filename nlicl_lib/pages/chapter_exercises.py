@@ -723,7 +723,7 @@ def wide_against_deep() -> WideAgainstDeep:
 def check_wide_block_against_depth(predicted_fraction: float | None) -> None:
     r"""Exercise 5.2 (predict first): the test loss / $\mathbb E[y^2]$ of the greedy reference of
     Proposition 15 (prop-greedy-reference) with two blocks of $m = 3$ slots,
-    $\mathcal L_2 = \mathbb E \operatorname{tr}(W_2^\top M W_2)$ (Theorem 13 (thm-depth-bcd)),
+    $\mathcal L_2 = \mathbb E \operatorname{tr}(W_2^\top S_b W_2)$ (Theorem 13 (thm-depth-bcd)),
     predicted from the best single blocks with 3 and 6 slots (Proposition 12 (prop-capacity)):
     the stack writes as many features as the wide block (six, three per block) through a
     token as narrow as the narrow block's. Passes within

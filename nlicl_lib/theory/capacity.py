@@ -127,7 +127,7 @@ class ExactBlockLoss:
     $\psi = (x; s)$).
 
     All moments are exact and precomputed once: over the basis $b = (x; \phi_2; \text{target
-    monomials})$, $M = \mathbb E[b b^\top]$ and $W = \mathbb E[\|\phi\|^2 b b^\top]$.
+    monomials})$, $S_b = \mathbb E[b b^\top]$ and $W = \mathbb E[\|\phi\|^2 b b^\top]$.
     """
 
     def __init__(self, task: TaskConfig):
