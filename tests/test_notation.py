@@ -38,6 +38,8 @@ RETIRED = {
     "quadratic_coefficients_are_not_B": (r"u\^\\top B u", r"$B$ is the feature optimum's matrix"),
     "agreement_is_not_A": (r"A_\\ell = 1 -", r"the agreement is $\rho_\ell$"),
     "noise_term_is_not_h": (r"\bh = \\frac1n", r"$h$ is the GLU width; the noise term is $\xi$"),
+    "slot_loss_is_not_ell": (r"(?<![_\\A-Za-z])\\ell_",
+                             r"an indexed $\ell$ would be a loss; the best $m$-slot loss is $\mathcal L^*_m$"),
 }
 
 
@@ -62,7 +64,8 @@ def test_retired_patterns_catch_the_old_text():
            "empirical_moments_are_S_hat": r"write $\hat C = \frac1n$",
            "quadratic_coefficients_are_not_B": r"t^2\, u^\top B u$",
            "agreement_is_not_A": r"$$A_\ell = 1 - \frac{}{}$$",
-           "noise_term_is_not_h": r"and $h = \frac1n \sum_i \epsilon_i x_i$"}
+           "noise_term_is_not_h": r"and $h = \frac1n \sum_i \epsilon_i x_i$",
+           "slot_loss_is_not_ell": r"$\ell_m = \ell_0 - \sum_i \lambda_i$"}
     assert set(old) == set(RETIRED)
     for name, text in old.items():
         assert re.search(RETIRED[name][0], text), name
