@@ -165,7 +165,7 @@ def ch2_linear(p: Palette) -> Drawing:
     d.text(135, 96, "(xᵢ, yᵢ), i ≤ n")
     d.rect(340, 30, 290, 96, p.box)
     d.text(485, 62, "layers 1 … L")
-    d.text(485, 96, "S_{ℓ} = Σᵢ zᵢ zᵢᵀ")
+    d.text(485, 96, "H_{ℓ} = Σᵢ zᵢ zᵢᵀ")
     d.arrow(262, 78, 336, 78)
     d.rect(10, 250, 250, 96, p.x, stroke=p.query, width=3)
     d.text(135, 282, "query", weight="bold", colour=p.query)

@@ -366,8 +366,8 @@ def dead_direction_values(dead: BlockSummary, alive: BlockSummary, task: TaskCon
 
 
 def learned_kernel_values(learned: np.ndarray, optimal_gamma: np.ndarray) -> dict[str, float]:
-    r"""The trained block's $K = A^\top\Gamma A$ against $\Gamma^*$: relative Frobenius distance
-    $\|K - \Gamma^*\|_F / \|\Gamma^*\|_F$, relative asymmetry of $K$ and the smallest eigenvalue
+    r"""The trained block's $G = A^\top\Gamma A$ against $\Gamma^*$: relative Frobenius distance
+    $\|G - \Gamma^*\|_F / \|\Gamma^*\|_F$, relative asymmetry of $G$ and the smallest eigenvalue
     of its symmetric part."""
     distance = np.linalg.norm(learned - optimal_gamma) / np.linalg.norm(optimal_gamma)
     found = closed_forms.kernel_check(learned)
@@ -573,13 +573,13 @@ def directions_figure(summaries: Mapping[str, BlockSummary]) -> go.Figure:
 
 def kernel_comparison_figure(learned: np.ndarray, optimal: np.ndarray, labels: Sequence[str]) -> go.Figure:
     r"""Two heatmaps on one colour scale (that of $\Gamma^*$): the trained block's
-    $K = A^\top\Gamma A$ (left) and the optimal $\Gamma^*$ (right)."""
+    $G = A^\top\Gamma A$ (left) and the optimal $\Gamma^*$ (right)."""
     if np.shape(learned) != np.shape(optimal) or np.shape(optimal) != (len(labels), len(labels)):
         raise ConfigError("learned", np.shape(learned), f"two {len(labels)} x {len(labels)} matrices")
     limit = np.abs(optimal).max()
     names = [unicode_label(label) for label in labels]
     fig = book_layout(make_subplots(rows=1, cols=2, horizontal_spacing=0.16,
-                                    subplot_titles=["trained K", "optimal Γ*"]),
+                                    subplot_titles=["trained G", "optimal Γ*"]),
                       "Trained and optimal preconditioner", height=440)
     for col, matrix in enumerate([learned, optimal], start=1):
         fig.add_trace(go.Heatmap(

@@ -8,7 +8,7 @@ $$\mathcal L(\Gamma) = \operatorname{tr}(\Gamma^\top T \Gamma B)
  - 2 \operatorname{tr}(\Gamma^\top C C^\top) + \operatorname{tr} S,$$
 
 at the block's own $\Gamma$ and features $\psi = (x; s(x))$, and it is compared with the best loss
-of a block of its size, $\ell_m = \min_{V \subseteq \mathcal Q_2,\ \dim V \le m}
+of a block of its size, $\mathcal L^*_m = \min_{V \subseteq \mathcal Q_2,\ \dim V \le m}
 \mathcal L^*\big((x; V)\big)$ (Proposition 12 (prop-capacity)). The ratios trained / best are
 $\ge 1$ up to the optimiser. Tables and figures show every loss over $\mathbb E[y^2]$.
 """
@@ -151,7 +151,7 @@ class SaturationCurve:
     r"""One input dimension $d$ of :func:`saturation_sweep`, every loss over ``null_loss``
     $= \mathbb E[y^2]$.
 
-    ``slot_loss[m]``: the best loss $\ell_m$ of one block with $m$ slots and width
+    ``slot_loss[m]``: the best loss $\mathcal L^*_m$ of one block with $m$ slots and width
     $h = \max(m, p_2)$, $m = 0, \dots, p_2 + $ ``beyond``; ``width_loss[h]``: that of one block
     with $h$ units and $m = \max(h, p_2)$ slots ($h = 0$: no slots); ``kernel``:
     $\mathcal L^*((x; \phi_2))$; ``linear``: $\mathcal L^*(x)$; ``trained_slots[m]`` and
@@ -202,8 +202,8 @@ def saturation_sweep(input_dims: Sequence[int], context_lengths: Sequence[int],
     input dimension $d$ (the quadratic task, $n$ = ``context_lengths[k]``), with trained blocks
     at a few sizes (Proposition 12 (prop-capacity)):
 
-    $$\ell_m = \min_{V \subseteq \mathcal Q_2,\ \dim V \le m} \mathcal L^*\big((x; V)\big),
-    \qquad \ell_0 = \mathcal L^*(x), \qquad \ell_m = \mathcal L^*\big((x; \phi_2)\big)
+    $$\mathcal L^*_m = \min_{V \subseteq \mathcal Q_2,\ \dim V \le m} \mathcal L^*\big((x; V)\big),
+    \qquad \mathcal L^*_0 = \mathcal L^*(x), \qquad \mathcal L^*_m = \mathcal L^*\big((x; \phi_2)\big)
     \text{ for } m \ge p_2,$$
 
     for $m = 0, \dots, p_2 +$ ``beyond`` (:func:`~nlicl_lib.theory.capacity.slot_path`), and
@@ -269,10 +269,10 @@ def _ratio_range(values: Sequence[float]) -> str:
 
 def full_block_table(full: dict) -> ResultTable:
     r"""The stored full blocks (:func:`~nlicl_lib.experiments.studies.run_full_blocks`): per $d$,
-    the best block one slot short, $\ell_{p_2-1} / \ell_{p_2}$, and the runs that use every
+    the best block one slot short, $\mathcal L^*_{p_2-1} / \mathcal L^*_{p_2}$, and the runs that use every
     direction and those with a dead one, their exact loss over the kernel optimum
-    $\ell_{p_2} = \mathcal L^*((x; \phi_2))$ and, for the latter, the best loss on the
-    directions they use (over $\ell_{p_2}$ too)."""
+    $\mathcal L^*_{p_2} = \mathcal L^*((x; \phi_2))$ and, for the latter, the best loss on the
+    directions they use (over $\mathcal L^*_{p_2}$ too)."""
     rows = []
     for d, entry in full["tasks"].items():
         runs = entry["runs"]
@@ -318,7 +318,7 @@ class FullBlockClaims:
     lost; ``dead_cross_only``: each lost direction is a combination of cross terms $x_jx_k$
     (the squares hold under 1% of its squared coefficients); ``dead_weakest``: it is the direction
     the GLU writes most weakly; ``used_is_one_short``: the best step on the directions each such
-    run uses is the best block one slot short, $\ell_{p_2-1}$ (item 5's staircase, one step up)."""
+    run uses is the best block one slot short, $\mathcal L^*_{p_2-1}$ (item 5's staircase, one step up)."""
 
     alive_below_short: bool
     dead_counts: frozenset[int]
@@ -513,7 +513,7 @@ def saturation_values(saturation: SaturationSweep) -> dict[str, float | str]:
 
 
 def increment_report(saturation: SaturationSweep) -> str:
-    r"""The page's table of the drops of $\ell_m / \mathbb E[y^2]$ per slot for each $d$, from
+    r"""The page's table of the drops of $\mathcal L^*_m / \mathbb E[y^2]$ per slot for each $d$, from
     the closed form of Proposition 12 (prop-capacity), item 5
     (:func:`~nlicl_lib.theory.capacity.slot_increments`): each kind of direction with its drop
     and how many slots of that kind there are."""
@@ -529,15 +529,15 @@ def increment_report(saturation: SaturationSweep) -> str:
 
 
 INCREMENT_KEYS = dict(zip(SLOT_DIRECTIONS, ("norm_drop", "square_drop", "cross_drop"), strict=True))
-"""The prose name of each kind of slot's drop of $\\ell_m$ (followed by ``_d{d}``)."""
+"""The prose name of each kind of slot's drop of $\\mathcal L^*_m$ (followed by ``_d{d}``)."""
 
 
 def increment_values(saturation: SaturationSweep) -> dict[str, float | str]:
-    r"""Glued by the page: for each $d$, the drop of $\ell_m / \mathbb E[y^2]$ per slot of each
+    r"""Glued by the page: for each $d$, the drop of $\mathcal L^*_m / \mathbb E[y^2]$ per slot of each
     kind, $\lambda / \mathbb E[y^2]$ (Proposition 12 (prop-capacity), item 5):
     ``norm_drop_d{d}`` ($\|x\|^2$), ``square_drop_d{d}`` (a contrast of the squares),
     ``cross_drop_d{d}`` (a cross term); ``increment_order``: the kinds by decreasing drop;
-    ``closed_form_gap``: the largest $|\ell_m - \ell_m^{\rm closed}| / \mathbb E[y^2]$ between
+    ``closed_form_gap``: the largest $|\mathcal L^*_m - \mathcal L^{*,\rm closed}_m| / \mathbb E[y^2]$ between
     the L-BFGS curve and the closed form, over every $d$ and $m$."""
     values: dict[str, float | str] = {}
     orders, gap = set(), 0.0
@@ -653,9 +653,9 @@ def _saturation_panel(saturation: SaturationSweep, d: int, kind: str) -> list[go
 
 
 def saturation_figure(saturation: SaturationSweep) -> go.Figure:
-    r"""For each $d$ (a slider) and each sweep (slots or units): the best one-block loss $\ell_m$
+    r"""For each $d$ (a slider) and each sweep (slots or units): the best one-block loss $\mathcal L^*_m$
     against the size (piecewise linear in $m$, Proposition 12 (prop-capacity), item 5), the
-    trained blocks, the kernel optimum and the point $m = p_2$ where $\ell_m$ saturates."""
+    trained blocks, the kernel optimum and the point $m = p_2$ where $\mathcal L^*_m$ saturates."""
     dims = list(saturation.curves)
     sizes = {KINDS[0]: "m slots, h = max(m, p₂)", KINDS[1]: "h units, m = max(h, p₂)"}
     titles = {(d, k): f"d = {d}: {sizes[k]}" for d in dims for k in KINDS}

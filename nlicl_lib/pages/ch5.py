@@ -418,7 +418,7 @@ def free_stack_report(data: dict) -> str:
     against the GD-form loss of its family (the lower of the two), and whether it converged
     (:class:`~nlicl_lib.experiments.studies.FreeSummary`: it reaches that loss, or doubling its
     steps moves its loss by less than 2 standard errors; the number is that move over 2
-    standard errors). Then $A_\ell$ of the blocks $\ell < L$ of every run of depth $L \ge 2$."""
+    standard errors). Then $\rho_\ell$ of the blocks $\ell < L$ of every run of depth $L \ge 2$."""
     runs, test, training = free_summaries(data), data["test"], data["training"]
     gd_seconds = data["gd_form_seconds"] + data.get("continued_seconds", 0.0)
     header = (f"Free stacks, {training['batch_size']} prompts a step at peak rate eta / L: "
@@ -462,7 +462,7 @@ def free_stack_report(data: dict) -> str:
 
 
 def free_gd_agreement_gap(data: dict) -> float:
-    r"""A power of ten at or above the largest $|1 - A_\ell|$ of the stored GD-form stacks
+    r"""A power of ten at or above the largest $|1 - \rho_\ell|$ of the stored GD-form stacks
     (float64), at least $10^{-16}$."""
     gaps = [abs(1 - a) for entry in data["depth_runs"].values()
             for stack in (entry["gd_form"], entry.get("continued", {}))
@@ -517,9 +517,9 @@ class FreeStackClaims:
     of the seeds (random start, the purpose's rate and steps) separate;
     ``doubling_unsettled``: the depths at which doubling the steps moves the loss by 2
     standard errors or more; ``doubled_reaching``: where the doubled run reaches;
-    ``reach_agreement``: the lowest and highest $A_\ell$ ($\ell < L$) of the runs that reach,
-    as ``(value, standard error)``, ``reach_below_one``: each such $A_\ell$ is below 1 by more
-    than 2 standard errors; ``lowest_agreement``: the lowest $A_\ell$ of any run and whether
+    ``reach_agreement``: the lowest and highest $\rho_\ell$ ($\ell < L$) of the runs that reach,
+    as ``(value, standard error)``, ``reach_below_one``: each such $\rho_\ell$ is below 1 by more
+    than 2 standard errors; ``lowest_agreement``: the lowest $\rho_\ell$ of any run and whether
     that run reaches; ``widest``: the reaching random-start run with the largest prompt share,
     as ``(depth, seed, share, interval half width over its mean)``."""
 

@@ -541,7 +541,7 @@ def check_one_slot_feature(coefficients: Sequence[float] | None) -> None:
     r"""Exercise 4.1: one slot $s(x) = c^\top\phi_2(x)$ (coefficients of
     $x_1^2, x_1x_2, x_1x_3, x_2^2, x_2x_3, x_3^2$) whose exact best loss on $\psi = (x; s(x))$,
     $\mathcal L^* = \operatorname{tr}S - \operatorname{tr}(T^{-1}CC^\top B^{-1}CC^\top)$ of
-    Theorem 9 (thm-feature-optimum), is within 1% of the best one-slot block $\ell_1$ of
+    Theorem 9 (thm-feature-optimum), is within 1% of the best one-slot block $\mathcal L^*_1$ of
     Proposition 12 (prop-capacity)."""
     exercises.attempt("4.1", _check_one_slot_feature, coefficients=coefficients)
 
@@ -608,11 +608,11 @@ SLOT_TASK = TaskConfig(kind="poly", input_dim=3, context_length=40, degree=2)
 
 def check_fourth_slot_gain(fourth_slot_gain: float | None) -> None:
     r"""Exercise 4.4 (derive first): how much the fourth slot lowers the best loss,
-    $\ell_3 - \ell_4 = \lambda_4$, by Proposition 12 (prop-capacity) item 5 for $d = 3$,
+    $\mathcal L^*_3 - \mathcal L^*_4 = \lambda_4$, by Proposition 12 (prop-capacity) item 5 for $d = 3$,
     $n = 40$, no noise. The fourth slot holds a cross term, so $\lambda_4 = 1/\kappa_c$ with
     $\kappa_c = \frac{n-1}{n} + \frac1n \mathbb E\big[\|\phi\|^2 x_1^2x_2^2\big]$; checked
     against :func:`~nlicl_lib.theory.capacity.slot_increments` within 0.5%. Then it prints
-    $\ell_r$ for every $r$."""
+    $\mathcal L^*_r$ for every $r$."""
     exercises.attempt("4.4", _check_fourth_slot_gain, fourth_slot_gain=fourth_slot_gain)
 
 
@@ -665,7 +665,7 @@ def _check_slot_count(slots_needed: Callable) -> None:
 
 def check_depth_beats_one_block(depth: int | None) -> None:
     r"""Exercise 5.1: the smallest depth $L$ for which a stack of blocks with $m = 3$ slots,
-    trained for 600 steps, ends at least 10% below the best single 3-slot block $\ell_3$ of
+    trained for 600 steps, ends at least 10% below the best single 3-slot block $\mathcal L^*_3$ of
     Proposition 12 (prop-capacity); each block adds a step of block-coordinate descent,
     $r_i^{(\ell)} = r_i^{(\ell-1)} - \psi_\ell(x_i)^\top\Gamma_\ell g_\ell$ (Theorem 13
     (thm-depth-bcd))."""
@@ -723,7 +723,7 @@ def wide_against_deep() -> WideAgainstDeep:
 def check_wide_block_against_depth(predicted_fraction: float | None) -> None:
     r"""Exercise 5.2 (predict first): the test loss / $\mathbb E[y^2]$ of the greedy reference of
     Proposition 15 (prop-greedy-reference) with two blocks of $m = 3$ slots,
-    $\mathcal L_2 = \mathbb E \operatorname{tr}(W_2^\top M W_2)$ (Theorem 13 (thm-depth-bcd)),
+    $\mathcal L_2 = \mathbb E \operatorname{tr}(W_2^\top S_b W_2)$ (Theorem 13 (thm-depth-bcd)),
     predicted from the best single blocks with 3 and 6 slots (Proposition 12 (prop-capacity)):
     the stack writes as many features as the wide block (six, three per block) through a
     token as narrow as the narrow block's. Passes within

@@ -28,7 +28,7 @@ The first two are losses no trained block of that size can go below (up to the o
 the global minimum, checked against enumeration and random features in the tests); all three
 equal the one-step optimum on $(x; \phi_2)$ once $m \ge p_2$ and $h \ge p_2$.
 
-- :func:`slot_increments`: $\ell_r$ in closed form for the degree-$\le 2$ task (Proposition 12
+- :func:`slot_increments`: $\mathcal L^*_r$ in closed form for the degree-$\le 2$ task (Proposition 12
   (prop-capacity), item 5): every slot adds one eigenvalue of $S_E^3 K_E^{-1}$, so the curve is
   piecewise linear in $r$ and flat from $r = p_2$ on;
 - :func:`one_block_references`: the three searches at every size $m = 0, \dots, p_2$ (chapter
@@ -127,7 +127,7 @@ class ExactBlockLoss:
     $\psi = (x; s)$).
 
     All moments are exact and precomputed once: over the basis $b = (x; \phi_2; \text{target
-    monomials})$, $M = \mathbb E[b b^\top]$ and $W = \mathbb E[\|\phi\|^2 b b^\top]$.
+    monomials})$, $S_b = \mathbb E[b b^\top]$ and $W = \mathbb E[\|\phi\|^2 b b^\top]$.
     """
 
     def __init__(self, task: TaskConfig):
@@ -358,12 +358,12 @@ each of the $p_2 - d$ cross terms $x_j x_k$ ($j < k$)."""
 
 @dataclass(frozen=True)
 class SlotIncrements:
-    r"""The best loss $\ell_r$ of one block with $r$ slots, in closed form
+    r"""The best loss $\mathcal L^*_r$ of one block with $r$ slots, in closed form
     (:func:`slot_increments`). All losses unnormalised; ``null_loss`` $= \mathbb E[y^2]$.
 
-    ``losses[r]`` $= \ell_r$ for $r = 0, \dots, p_2$ (``(p_2 + 1,)``); ``increments``
+    ``losses[r]`` $= \mathcal L^*_r$ for $r = 0, \dots, p_2$ (``(p_2 + 1,)``); ``increments``
     $\lambda_1 \ge \dots \ge \lambda_{p_2}$, the eigenvalues of $S_E^3 K_E^{-1}$
-    (``(p_2,)``, $\ell_{r-1} - \ell_r = \lambda_r$); ``groups``: for each kind of direction in
+    (``(p_2,)``, $\mathcal L^*_{r-1} - \mathcal L^*_r = \lambda_r$); ``groups``: for each kind of direction in
     :data:`SLOT_DIRECTIONS` that exists at this $d$, ``(increment, multiplicity, s, kappa)``, with
     $s = v^\top S_E v$ and $\kappa = v^\top K_E v$ on a unit direction $v$ of that kind, so
     that the increment is $s^3 / \kappa$; ``order``: the kinds by decreasing increment (the
@@ -383,13 +383,13 @@ class SlotIncrements:
     k_even: np.ndarray
 
     def loss(self, slots: int) -> float:
-        r"""$\ell_r$ for ``slots`` $= r \ge 0$ ($\ell_r = \ell_{p_2}$ for $r \ge p_2$)."""
+        r"""$\mathcal L^*_r$ for ``slots`` $= r \ge 0$ ($\mathcal L^*_r = \mathcal L^*_{p_2}$ for $r \ge p_2$)."""
         r = check_int("slots", slots, minimum=0)
         return float(self.losses[min(r, self.p2)])
 
 
 def slot_increments(task: TaskConfig) -> SlotIncrements:
-    r"""$\ell_r$ of Proposition 12 (prop-capacity) in closed form, $r = 0, \dots, p_2$, for the
+    r"""$\mathcal L^*_r$ of Proposition 12 (prop-capacity) in closed form, $r = 0, \dots, p_2$, for the
     degree-$\le 2$ task $y = \beta^\top\phi(x)$, $\phi = (x;\ \phi_2)$, $\beta \sim
     \mathcal N(0, I)$, $x \sim \mathcal N(0, I_d)$ (item 5, "What each slot is worth").
 
@@ -398,8 +398,8 @@ def slot_increments(task: TaskConfig) -> SlotIncrements:
     (cor-same-span); for $\psi = A\phi$, Theorem 9's $B$ is $A K A^\top$), both block diagonal
     between $x$ and $E = \phi_2$, and $S_E$, $K_E$ commuting,
 
-    $$\ell_r = \ell_0 - \sum_{i \le r} \lambda_i, \qquad
-    \ell_0 = \operatorname{tr} S - \operatorname{tr}\big(S_x^3 K_x^{-1}\big),$$
+    $$\mathcal L^*_r = \mathcal L^*_0 - \sum_{i \le r} \lambda_i, \qquad
+    \mathcal L^*_0 = \operatorname{tr} S - \operatorname{tr}\big(S_x^3 K_x^{-1}\big),$$
 
     $\lambda_1 \ge \dots \ge \lambda_{p_2}$ the eigenvalues of $S_E^3 K_E^{-1}$. They take
     three values, $(d+2)^3/\kappa_1$ on $\|x\|^2$ (once), $8/\kappa_2$ on the contrasts of the

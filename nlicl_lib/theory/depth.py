@@ -448,19 +448,19 @@ def greedy_reference(task: TaskConfig, feature_blocks: Sequence[PolyMap],
     $\Gamma_1, \dots, \Gamma_{\ell-1}$, Proposition 15 (prop-greedy-reference).
 
     Write every feature block and the target over one monomial basis $b(x)$ ($K$ monomials):
-    $\psi_\ell = C_\ell\, b$, $\phi = C_\phi\, b$, and let $\hat M = \frac1n\sum_{i\le n}
-    b(x_i) b(x_i)^\top$ (the context's only statistic the recursion uses) and $M = \mathbb
+    $\psi_\ell = C_\ell\, b$, $\phi = C_\phi\, b$, and let $\hat S_b = \frac1n\sum_{i\le n}
+    b(x_i) b(x_i)^\top$ (the context's only statistic the recursion uses) and $S_b = \mathbb
     E[b b^\top]$ (exact, Lemma 3 (lem-gaussian-moments)). Given the context, the residual
     function after $\ell$ blocks is $r_\ell(x) = b(x)^\top W_\ell\, \beta$ with
 
-    $$W_0 = C_\phi^\top, \qquad G_\ell = C_\ell \hat M W_{\ell-1}, \qquad
+    $$W_0 = C_\phi^\top, \qquad G_\ell = C_\ell \hat S_b W_{\ell-1}, \qquad
       W_\ell = W_{\ell-1} - C_\ell^\top \Gamma_\ell\, G_\ell,$$
 
     ($g_\ell = G_\ell\beta$), and the loss given the context, task and query integrated out, is
-    $\operatorname{tr}(W_\ell^\top M W_\ell)$. Its mean over contexts is a convex quadratic in
+    $\operatorname{tr}(W_\ell^\top S_b W_\ell)$. Its mean over contexts is a convex quadratic in
     $\Gamma_\ell$, minimised where $T_\ell\,\Gamma_\ell\, \mathbb E[G_\ell G_\ell^\top] =
-    \mathbb E[A_\ell G_\ell^\top]$ with $T_\ell = C_\ell M C_\ell^\top$ and
-    $A_\ell = C_\ell M W_{\ell-1}$; $\Gamma_\ell = 0$ is allowed, so the optimum can only lower
+    \mathbb E[A_\ell G_\ell^\top]$ with $T_\ell = C_\ell S_b C_\ell^\top$ and
+    $A_\ell = C_\ell S_b W_{\ell-1}$; $\Gamma_\ell = 0$ is allowed, so the optimum can only lower
     the loss. Block 1's optimum is exact (Theorem 9 (thm-feature-optimum)); for $\ell \ge 2$
     the two context expectations are Monte Carlo means over ``fit_contexts`` contexts (stream
     ``STREAM_REFERENCE``, never the test contexts), solved with pseudo-inverses (padded zero
@@ -542,7 +542,7 @@ class _RecursionAlgebra:
         return torch.as_tensor(a, dtype=torch.float64, device=self.device)
 
     def empirical(self, count: int, seed: int, stream: int, batch_size: int) -> torch.Tensor:
-        r"""$\hat M$ of ``count`` contexts, ``(count, K, K)``."""
+        r"""$\hat S_b$ of ``count`` contexts, ``(count, K, K)``."""
         n, out, drawn, step = self.task.context_length, [], 0, 0
         while drawn < count:
             size = min(batch_size, count - drawn)
@@ -573,7 +573,7 @@ def recursion_losses(task: TaskConfig, feature_blocks: Sequence[PolyMap], gammas
                      batch_size: int = 10_000, device: torch.device | str = "cpu"
                      ) -> np.ndarray:
     r"""The block-coordinate recursion's loss given the context (task and query integrated
-    out exactly), $\operatorname{tr}(W_\ell^\top M W_\ell)$ of :func:`greedy_reference`, after
+    out exactly), $\operatorname{tr}(W_\ell^\top S_b W_\ell)$ of :func:`greedy_reference`, after
     every block, on ``contexts`` contexts of ``(seed, stream)``: ``(contexts, L)`` float64."""
     blocks = _check_recursion(task, feature_blocks)
     if len(gammas) != len(blocks):
@@ -765,10 +765,10 @@ def stack_recursion_gap(model: InContextRegressor, prompts: Prompts) -> float:
 def stream_agreement(model: InContextRegressor, prompts: Prompts) -> np.ndarray:
     r"""How much of Theorem 13 (thm-depth-bcd) a stack keeps, per block: with $s^{(\ell)}_i$ the
     label entry of context token $i$ after block $\ell$ and $\hat y_\ell(x)$ what the first
-    $\ell$ blocks predict at $x$ (the context unchanged), over prompts $b$ and tokens $i$,
+    $\ell$ blocks predict at $x$ (the context unchanged), over prompts $q$ and tokens $i$,
 
-    $$A_\ell = 1 - \frac{\sum_{b,i} \big((y_{b,i} - s^{(\ell)}_{b,i}) - \hat y_\ell(x_{b,i})\big)^2}
-                        {\sum_{b,i} \hat y_\ell(x_{b,i})^2}:$$
+    $$\rho_\ell = 1 - \frac{\sum_{q,i} \big((y_{q,i} - s^{(\ell)}_{q,i}) - \hat y_\ell(x_{q,i})\big)^2}
+                        {\sum_{q,i} \hat y_\ell(x_{q,i})^2}:$$
 
     1 for every GD-form stack (up to rounding), below 1 when the identity fails (negative when
     the label changes are further from the predictions than zero is). Batched

@@ -27,7 +27,7 @@ $G = \mathbb E[s\,s^\top] = U \operatorname{diag}(\sigma_1^2, \dots) U^\top$:
 - the **captured fraction** of a reference polynomial: the share of its squared norm inside the
   span of the live directions ($1/2$ for $x_1x_2$ and $x_2x_3$ when the dead direction is
   $(x_1x_2 - x_2x_3)/\sqrt2$);
-- the **usage** of a direction: the weight the block's kernel $K = A^\top\Gamma A$ puts on it
+- the **usage** of a direction: the weight the block's kernel $G = A^\top\Gamma A$ puts on it
   over the weight $\Gamma^*$ puts on it.
 """
 
@@ -278,8 +278,8 @@ def captured_fraction(reference: PolyMap, span: PolyMap) -> np.ndarray:
 
 def kernel_matrix(model: InContextRegressor) -> np.ndarray:
     r"""The kernel of a one-block model in the monomial basis $\psi_0 = (x; \phi_2)$:
-    $K = A^\top \Gamma A$ with $\psi(x) = (x; s(x)) = A\,\psi_0(x)$, so that
-    $\hat y = \frac1n \sum_i y_i\, \psi_0(x_{n+1})^\top K\, \psi_0(x_i)$. Comparable with the
+    $G = A^\top \Gamma A$ with $\psi(x) = (x; s(x)) = A\,\psi_0(x)$, so that
+    $\hat y = \frac1n \sum_i y_i\, \psi_0(x_{n+1})^\top G\, \psi_0(x_i)$. Comparable with the
     $\Gamma^*$ of :func:`~nlicl_lib.theory.closed_forms.one_step_gd_optimum` on
     ``kernel_features(d, 2)``."""
     features = block_features(model)
@@ -299,7 +299,7 @@ def kernel_matrix(model: InContextRegressor) -> np.ndarray:
 @dataclass(frozen=True)
 class DirectionUsage:
     r"""For each unit direction $e_k$ the GLU writes (strongest first): its ``strengths``
-    $\sigma_k/\sigma_1$ and its ``usage``, the weight $e_k^\top K e_k$ the block's kernel puts on
+    $\sigma_k/\sigma_1$ and its ``usage``, the weight $e_k^\top G e_k$ the block's kernel puts on
     it over the weight $e_k^\top \Gamma^* e_k$ the optimal kernel puts on it (both on the
     degree-2 part, coefficients over $\phi_2$). About 1 for a direction the block uses as the
     optimum does; about 0 for a *dead* one, however strong or weak it is written."""
@@ -317,7 +317,7 @@ def direction_usage(model: InContextRegressor, optimal_gamma: np.ndarray) -> Dir
     r"""How much of the optimal kernel weight a one-block model puts on each direction it writes.
 
     ``optimal_gamma``: $\Gamma^*$ on $\psi_0 = (x; \phi_2)$, e.g.
-    ``one_step_kernel_gd_optimum(task).gamma`` for a quadratic task. With $K$ from
+    ``one_step_kernel_gd_optimum(task).gamma`` for a quadratic task. With $G$ from
     :func:`kernel_matrix` and the unit directions $e_k$ of :func:`slot_feature_directions`
     (coefficients $c_k$ over $\phi_2$), usage$_k = c_k^\top K_{qq} c_k / c_k^\top \Gamma^*_{qq} c_k$."""
     d = model.input_dim
@@ -336,7 +336,7 @@ def direction_usage(model: InContextRegressor, optimal_gamma: np.ndarray) -> Dir
 def usages(models: Mapping[str, Sequence[InContextRegressor]], optimal_gamma: np.ndarray
            ) -> dict[str, list[DirectionUsage]]:
     r""":func:`direction_usage` of every model, per group:
-    usage$_k = e_k^\top K e_k / e_k^\top \Gamma^* e_k$."""
+    usage$_k = e_k^\top G e_k / e_k^\top \Gamma^* e_k$."""
     return {key: [direction_usage(m, optimal_gamma) for m in group] for key, group in models.items()}
 
 

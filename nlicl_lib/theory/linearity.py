@@ -1,11 +1,11 @@
 r"""Attention alone is linear in the query, at any depth: Theorem 6 (thm-query-linear).
 
 The mask $M = \mathrm{diag}(I_n, 0)$ keeps the query out of the keys and values, so in every
-layer the statistic $S_\ell = \sum_{i \le n} z_i^{(\ell)} z_i^{(\ell)\top}$ is built from the
+layer the statistic $H_\ell = \sum_{i \le n} z_i^{(\ell-1)} z_i^{(\ell-1)\top}$ is built from the
 context alone, the context tokens evolve without ever seeing the query, and the query token
 moves by a linear map that the context fixes:
 
-$$z_{n+1}^{(\ell)} = \Big(I + \tfrac1n P_\ell S_\ell Q_\ell\Big)\, z_{n+1}^{(\ell-1)},
+$$z_{n+1}^{(\ell)} = \Big(I + \tfrac1n P_\ell H_\ell Q_\ell\Big)\, z_{n+1}^{(\ell-1)},
 \qquad z_{n+1}^{(0)} = (x_{n+1};\ 0;\ 0).$$
 
 By induction $z_{n+1}^{(L)} = T(\text{context})\, z_{n+1}^{(0)}$, so the prediction

@@ -14,16 +14,16 @@ $\gamma_\ell$ per step ($\Gamma_\ell = \gamma_\ell I$) this module finds the bes
 weights (:func:`effective_gamma`, :func:`read_trained_step`).
 
 **The recursion.** Write $\hat S = \frac1n \sum_{i\le n} x_i x_i^\top$ (the context's empirical
-covariance, $d \times d$), $y_i = w^\top x_i + \epsilon_i$ and $h = \frac1n\sum_i \epsilon_i x_i$.
+covariance, $d \times d$), $y_i = w^\top x_i + \epsilon_i$ and $\xi = \frac1n\sum_i \epsilon_i x_i$.
 One step is $w_\ell = w_{\ell-1} + \gamma_\ell\,\frac1n\sum_i (y_i - w_{\ell-1}^\top x_i)\,x_i$, so the
 error $e_\ell = w - w_\ell$ obeys
 
-$$e_\ell = (I - \gamma_\ell \hat S)\, e_{\ell-1} - \gamma_\ell h, \qquad e_0 = w,$$
+$$e_\ell = (I - \gamma_\ell \hat S)\, e_{\ell-1} - \gamma_\ell \xi, \qquad e_0 = w,$$
 
-and after $L$ steps $e_L = p(\hat S)\, w - r(\hat S)\, h$ with the polynomial
+and after $L$ steps $e_L = p(\hat S)\, w - r(\hat S)\, \xi$ with the polynomial
 $p(\lambda) = \prod_{\ell=1}^{L} (1 - \gamma_\ell \lambda)$ (degree $L$, $p(0) = 1$) and
 $r(\lambda) = (1 - p(\lambda))/\lambda$. For $w \sim \mathcal N(0, I)$, noise variance $\sigma^2$,
-a clean query $x_{n+1} \sim \mathcal N(0, \Sigma)$ and $\mathbb E[h h^\top \mid X] =
+a clean query $x_{n+1} \sim \mathcal N(0, \Sigma)$ and $\mathbb E[\xi \xi^\top \mid X] =
 \frac{\sigma^2}{n}\hat S$, the excess loss of the prediction $\hat y = w_L^\top x_{n+1}$ is
 
 $$\mathcal L(\gamma_1, \dots, \gamma_L) = \mathbb E\,\operatorname{tr}\!\big(p(\hat S)\,\Sigma\,

@@ -57,7 +57,7 @@ def theory_values(task: TaskConfig, config: ModelConfig,
     - GLU-LSA, one such block with fewer slots or units ($m < p_2$ or $h < p_2$): the exact loss
       of the best feature span it can write (Proposition 12 (prop-capacity),
       :func:`nlicl_lib.theory.capacity.best_block`), an exact optimum where it meets the proven
-      lower bound $\\ell_{\\min(m, h)}$ (:func:`meets_capacity_bound`), else the best a numerical
+      lower bound $\\mathcal L^*_{\\min(m, h)}$ (:func:`meets_capacity_bound`), else the best a numerical
       search found.
     - GLU-LSA of depth $L > 1$ (structured: bilinear GLUs writing the slots, sparse attention) on
       a noise-free polynomial task of degree $\\le 3$: the greedy block-coordinate reference of
@@ -109,10 +109,10 @@ def theory_values(task: TaskConfig, config: ModelConfig,
 
 def meets_capacity_bound(task: TaskConfig, config: ModelConfig, loss: float,
                          rel: float = 1e-9) -> bool:
-    r"""Whether a block's optimised loss equals the proven lower bound $\ell_{\min(m, h)}$ of
+    r"""Whether a block's optimised loss equals the proven lower bound $\mathcal L^*_{\min(m, h)}$ of
     Proposition 12 (prop-capacity, items 1 and 5), which makes it the exact optimum: no block of
-    this size does better than $\ell_{\min(m, h)}$, and this one reaches it. Only for the
-    degree-$\le 2$ task with isotropic inputs, where item 5 gives $\ell_r$ in closed form."""
+    this size does better than $\mathcal L^*_{\min(m, h)}$, and this one reaches it. Only for the
+    degree-$\le 2$ task with isotropic inputs, where item 5 gives $\mathcal L^*_r$ in closed form."""
     if not (task.kind == "poly" and task.degree == 2 and not task.homogeneous
             and task.covariance is None):
         return False
