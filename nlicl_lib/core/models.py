@@ -235,7 +235,7 @@ class PromptStatistics(NamedTuple):
     alone), of size $|b|$:
 
     - ``mean_feature``: $\bar g = \frac1n \sum_{i \le n} y_i\, b(x_i)$, ``(batch, |b|)``;
-    - ``moment``: $\hat M = \frac1n \sum_{i \le n} b(x_i) b(x_i)^\top$, ``(batch, |b|, |b|)``
+    - ``moment``: $\hat S_b = \frac1n \sum_{i \le n} b(x_i) b(x_i)^\top$, ``(batch, |b|, |b|)``
       (empty, ``(batch, 0, 0)``, for one block, which does not read it);
     - ``query``: $b(x_{n+1})$, ``(batch, |b|)``."""
 
@@ -252,11 +252,11 @@ def gd_steps(statistics: PromptStatistics,
     \omega_\ell$ follows
 
     $$\omega_0 = 0, \qquad \omega_\ell = \omega_{\ell-1} + C_\ell^\top \Gamma_\ell C_\ell\,
-    (\bar g - \hat M \omega_{\ell-1}), \qquad \hat y = b(x_{n+1})^\top \omega_L ,$$
+    (\bar g - \hat S_b \omega_{\ell-1}), \qquad \hat y = b(x_{n+1})^\top \omega_L ,$$
 
     since the context labels after block $\ell - 1$ are the residuals $r^{(\ell-1)}_i = y_i -
     \hat y_{\ell-1}(x_i)$, so that $g_\ell = \frac1n \sum_i r^{(\ell-1)}_i \psi_\ell(x_i) =
-    C_\ell (\bar g - \hat M \omega_{\ell-1})$. Chapter 5 shows this function.
+    C_\ell (\bar g - \hat S_b \omega_{\ell-1})$. Chapter 5 shows this function.
 
     ``preconditioners``: the $C_\ell^\top \Gamma_\ell C_\ell$, ``(..., L, |b|, |b|)``; leading
     axes (models) broadcast against the statistics' (``(batch, |b|)``, or ``(..., batch, |b|)``
@@ -307,10 +307,10 @@ class InContextRegressor(nn.Module):
 
     def prompt_statistics(self, x: torch.Tensor, y: torch.Tensor, moment: bool | None = None
                           ) -> PromptStatistics:
-        r"""$\bar g$, $\hat M$ and $b(x_{n+1})$ of the prompts with inputs ``x`` ``(batch, n + 1,
+        r"""$\bar g$, $\hat S_b$ and $b(x_{n+1})$ of the prompts with inputs ``x`` ``(batch, n + 1,
         d)`` and labels ``y`` ``(batch, n + 1)`` (the query's label is not read); $b = (x;
         \phi_2(x))$ when the stack has GLUs, else $x$. They do not depend on the weights.
-        ``moment``: whether to compute $\hat M$ (default: when the stack has more than one
+        ``moment``: whether to compute $\hat S_b$ (default: when the stack has more than one
         block)."""
         if not self.gd_form:
             raise ConfigError("model", self.extra_repr(), "a stack in the GD form (sparse "

@@ -994,7 +994,7 @@ def run_full_blocks(tasks: Sequence[tuple[int, int]] = FULL_BLOCK_TASKS,
     (:func:`~nlicl_lib.theory.kernel.block_summaries`), its dead directions (usage at most
     :data:`DEAD_USAGE`) as coefficients over the quadratic monomials, and its batch losses in
     windows of :data:`HISTORY_WINDOW` steps. Per $(d, n)$: ``one_short`` $=
-    \ell_{p_2-1} / \ell_{p_2}$, the best block one slot short (item 5). JSON data."""
+    \mathcal L^*_{p_2-1} / \mathcal L^*_{p_2}$, the best block one slot short (item 5). JSON data."""
     seeds = check_int("seeds", seeds, minimum=1)
     out: dict = {"seeds": seeds, **_platform(device), "commit": _commit(), "tasks": {}}
     for d, n in tasks:

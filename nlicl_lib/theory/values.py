@@ -91,7 +91,7 @@ def theory_values(task: TaskConfig, config: ModelConfig,
         optimum = best_block(task, config.feature_slots, config.glu_width)
         loss, exact = optimum.loss, meets_capacity_bound(task, config, optimum.loss)
         size = f"m={config.feature_slots} slots, width h={config.glu_width}"
-        name = (f"best block with {size}: the closed form ℓ_{min(config.feature_slots, config.glu_width)} "
+        name = (f"best block with {size}: the closed form L*_{min(config.feature_slots, config.glu_width)} "
                 f"of {ref('prop-capacity')}, item 5, attained (item 1)" if exact else
                 f"best block with {size} ({ref('prop-capacity')}: exact loss, optimised span)")
         kind = EXACT_OPTIMUM if exact else OPTIMISED_EXACT
