@@ -302,10 +302,10 @@ def finite_context_table(task: TaskConfig, one_step_curve: np.ndarray, context_l
 
 
 DIAGNOSIS_LEGEND = """
-mean, median: squared error / the zero predictor's mean loss, over all prompts
+mean, median: squared error / the zero predictor's mean loss, all prompts
 worst 0.1%: share of the mean loss carried by the worst 0.1% of prompts
-large-label 1%, other 99%: mean loss on the 1% of prompts with the largest
-  context labels (mean y_i^2) and on the others
+large-label 1%, other 99%: mean loss on the 1% of prompts with the
+  largest context labels (mean y_i^2) and on the others
 label deg. ≥ 2: median over prompts of |p(2y) - 2 p(y) + p(0)| / |p(y)|, with
   p(y) the prediction for context labels y: the part of the prediction of
   degree two or more in the labels, relative to the prediction

@@ -743,10 +743,10 @@ def _check_wide_block_against_depth(predicted_fraction: float) -> None:
              "other features and steps on the residuals. Together they see the six features "
              "of the wide block: where between the two single blocks do you expect them?")
     error = 2 * found.two_narrow_blocks_error
-    print("test loss / E[y²] (d = 3, n = 20):")
+    print("test loss / E[y²] (d = 3, n = 20; ± 2 standard errors):")
     print(f"  one block, m = 3 slots:        {found.narrow_block:.3f} (exact)")
     print(f"  two blocks, m = 3 slots each:  {found.two_narrow_blocks:.3f} ± {error:.3f} "
-          "(Monte Carlo, 2 standard errors)")
+          "(Monte Carlo)")
     print(f"  one block, m = 6 slots:        {found.wide_block:.3f} (exact)")
 
 
