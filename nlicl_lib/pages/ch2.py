@@ -306,9 +306,10 @@ mean, median: squared error / the zero predictor's mean loss, all prompts
 worst 0.1%: share of the mean loss carried by the worst 0.1% of prompts
 large-label 1%, other 99%: mean loss on the 1% of prompts with the
   largest context labels (mean y_i^2) and on the others
-label deg. ≥ 2: median over prompts of |p(2y) - 2 p(y) + p(0)| / |p(y)|, with
-  p(y) the prediction for context labels y: the part of the prediction of
-  degree two or more in the labels, relative to the prediction
+label deg. ≥ 2: median over prompts of
+  |p(2y) - 2 p(y) + p(0)| / |p(y)|, with p(y) the prediction for context
+  labels y: the part of the prediction of degree two or more in the
+  labels, relative to the prediction
 train batch: largest training batch loss / E[y^2] in the last 100 steps"""
 
 
