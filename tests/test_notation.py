@@ -26,7 +26,7 @@ RETIRED = {
                         r"$\ell$ is the layer/block index; the in-context loss is $J$"),
     "context_statistic_is_not_S": (r"S(_\\ell)? = Z\b|S = Z M Z|P(_\\ell)? S(_\\ell)? Q",
                                    r"$S$ is $\mathbb E[\phi\phi^\top]$; the statistic $Z M Z^\top$ is $H$"),
-    "statistic_is_not_A": (r"A_\\ell = \\sum_\{i \\le n\} z",
+    "statistic_is_not_A": (r"A_\\ell = \\sum_\{i \\le n\} z|P_\\ell A_\\ell Q_\\ell",
                            r"$A_\ell$ is the depth proof's cross moment; the statistic is $H_\ell$"),
     "mask_is_not_moments": (r"\\hat M\b|(?<![A-Za-z\\])M = \\mathbb\s*E|\^\\top M W_|C_\\ell M ",
                             r"$M$ is the mask; the moments of $b$ are $S_b$, $\hat S_b$"),
@@ -38,6 +38,8 @@ RETIRED = {
     "quadratic_coefficients_are_not_B": (r"u\^\\top B u", r"$B$ is the feature optimum's matrix"),
     "agreement_is_not_A": (r"A_\\ell = 1 -", r"the agreement is $\rho_\ell$"),
     "noise_term_is_not_h": (r"\bh = \\frac1n", r"$h$ is the GLU width; the noise term is $\xi$"),
+    "layer_product_is_pi": (r"T\(\\text\{context\}\)|(?<![A-Za-z\\])R = \\prod",
+                            r"$T$ is $\mathbb E[\psi\psi^\top]$; the product of layer maps is $\Pi$"),
     "slot_loss_is_not_ell": (r"(?<![_\\A-Za-z])\\ell_",
                              r"an indexed $\ell$ would be a loss; the best $m$-slot loss is $\mathcal L^*_m$"),
 }
@@ -65,6 +67,7 @@ def test_retired_patterns_catch_the_old_text():
            "quadratic_coefficients_are_not_B": r"t^2\, u^\top B u$",
            "agreement_is_not_A": r"$$A_\ell = 1 - \frac{}{}$$",
            "noise_term_is_not_h": r"and $h = \frac1n \sum_i \epsilon_i x_i$",
+           "layer_product_is_pi": r"$z_{n+1}^{(L)} = T(\text{context})\, z$",
            "slot_loss_is_not_ell": r"$\ell_m = \ell_0 - \sum_i \lambda_i$"}
     assert set(old) == set(RETIRED)
     for name, text in old.items():

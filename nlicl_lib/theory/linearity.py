@@ -8,7 +8,7 @@ moves by a linear map that the context fixes:
 $$z_{n+1}^{(\ell)} = \Big(I + \tfrac1n P_\ell H_\ell Q_\ell\Big)\, z_{n+1}^{(\ell-1)},
 \qquad z_{n+1}^{(0)} = (x_{n+1};\ 0;\ 0).$$
 
-By induction $z_{n+1}^{(L)} = T(\text{context})\, z_{n+1}^{(0)}$, so the prediction
+By induction $z_{n+1}^{(L)} = \Pi(\text{context})\, z_{n+1}^{(0)}$, so the prediction
 $\hat y = -[z_{n+1}^{(L)}]_D = v(\text{context})^\top x_{n+1}$ is linear in the query for any
 depth $L$ and any $P_\ell, Q_\ell$. Since $x_{n+1}$ is independent of the context, no LSA can do
 better than the best linear predictor of each target, Corollary 7 (cor-linear-bound):
