@@ -4,7 +4,7 @@
 #   make book          set up .venv, execute (cached) and build the HTML: _build/html/index.html
 #   make book-digest   print the digest of what the pages' outputs depend on besides their code
 #   make extension-digest print the digest of the build's own Sphinx extensions (book/_ext)
-#   make test          set up .venv, run the unit tests (not the slow ones, not the browser test)
+#   make test          set up .venv, run the unit tests (not the slow ones, not the browser test) and the in-page trainer's (node --test)
 #   make test-slow     the slow unit tests: reruns of the stored studies, trained models (minutes)
 #   make pdf           print the built site into one PDF, _build/html/nlicl-book.pdf (after `make book`)
 #   make browser-test  open every built page in headless chromium, check the built HTML and count the numbers in its prose (needs `make book` first)
@@ -28,7 +28,7 @@ SETUP_STAMP := $(STAMPS)/setup
 CHROMIUM := /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: help setup book book-digest extension-digest book-cache pdf test test-slow browser-test notebook-test live-test binder-lock chromium reproduce lint clean
+.PHONY: help setup book book-digest in-page-digest extension-digest book-cache pdf test test-slow browser-test notebook-test live-test binder-lock chromium reproduce lint clean
 
 help:
 	@sed -n 's/^#   //p' Makefile
@@ -56,13 +56,15 @@ setup: $(SETUP_STAMP)
 BOOK_INPUTS_STAMP := _build/.book-inputs
 EXTENSION_INPUTS_STAMP := _build/.extension-inputs
 JUPYTER_CACHE := _build/.jupyter_cache
+IN_PAGE := _build/in-page
 BOOK_CACHES := $(JUPYTER_CACHE) _build/.doctrees
 EXTENSIONS := book/_ext
 digest = { $(1); } | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16
 source_files = find $(1) -type f ! -path '*/__pycache__/*' ! -name '*.pyc'
 
+# (not nlicl_lib/pages/in_page.py, which no page runs: the in-page export has its own stamp)
 book-digest:
-	@$(call digest,$(call source_files,nlicl_lib); \
+	@$(call digest,$(call source_files,nlicl_lib) ! -name in_page.py; \
 	  echo requirements.txt; echo pyproject.toml; echo _config.yml)
 
 extension-digest:
@@ -92,7 +94,18 @@ book-cache:
 BOOK_BUILD := NLICL_BOOK_BUILD=1 $(BIN)/jupyter-book build . -W -n --keep-going
 NOTEBOOK_PAGES = $(shell grep -l '^kernelspec:' book/*.md)
 CELL_TIMEOUT = $(shell sed -n 's/^  timeout: *\([0-9]*\).*/\1/p' _config.yml)
+# The in-page trainer's data (book/_static/in-page/): every chapter panel's configs and theory
+# levels from the library (nlicl_lib/pages/in_page.py, about 45 s), into _static/in-page/ of
+# the site, made again when any file of nlicl_lib changes (its stamp: their digest).
+in-page-digest:
+	@$(call digest,$(call source_files,nlicl_lib))
+
 book: setup book-cache
+	@digest=$$($(MAKE) -s --no-print-directory in-page-digest); \
+	if [ "$$(cat $(IN_PAGE)/.digest 2>/dev/null)" != "$$digest" ]; then \
+	  echo "nlicl: exporting the panels for the in-page trainer (digest $$digest)"; \
+	  rm -rf $(IN_PAGE).tmp && $(BIN)/python -m nlicl_lib.pages.in_page export $(IN_PAGE).tmp/in-page \
+	  && echo "$$digest" > $(IN_PAGE).tmp/.digest && rm -rf $(IN_PAGE) && mv $(IN_PAGE).tmp $(IN_PAGE); fi
 	@mkdir -p $(JUPYTER_CACHE)
 	$(BIN)/jcache notebook -p $(JUPYTER_CACHE) add --reader myst_nb_md $(NOTEBOOK_PAGES) >/dev/null
 	NLICL_BOOK_BUILD=1 $(BIN)/jcache project -p $(JUPYTER_CACHE) execute \
@@ -111,6 +124,7 @@ pdf: setup chromium
 # (they share fixtures); the slow ones, a few long tests of one file, go to any free worker.
 test: setup
 	$(BIN)/python -m pytest -n auto --dist loadfile -m "not slow and not browser and not built and not live"
+	node --test tests/js/
 
 test-slow: setup
 	$(BIN)/python -m pytest -n auto --dist load --durations=10 -m "slow and not browser and not built and not live"

@@ -184,16 +184,27 @@ class PanelResult:
         return None if loss is None else loss / self.theory.null_loss
 
 
-def _levels(theory: TheoryValues) -> list[tuple[float, str, Callable[..., go.Scatter]]]:
-    """What the theory says at a run's settings, each ``(loss / E[y²], name, trace)``."""
+def theory_levels(theory: TheoryValues) -> list[tuple[float, str, str]]:
+    """What the theory says at a run's settings, each ``(loss / E[y²], name, kind)``, ``kind``
+    one of ``"theory"``, ``"bound"``, ``"baseline"`` (the zero predictor): what a panel draws
+    beside its run, live or in the page (:mod:`nlicl_lib.pages.in_page`)."""
     levels = []
     if theory.theory_loss is not None:
         levels.append((theory.theory_loss / theory.null_loss, f"theory: {theory.theory_name}",
-                       theory_trace))
+                       "theory"))
     if theory.bound_loss is not None:  # a bound for attention alone; GLU blocks go below it
         levels.append((theory.bound_loss / theory.null_loss, "best linear predictor (bound for "
-                       f"attention alone, {ref('cor-linear-bound')})", bound_trace))
-    return [*levels, (1.0, "zero predictor", baseline_trace)]
+                       f"attention alone, {ref('cor-linear-bound')})", "bound"))
+    return [*levels, (1.0, "zero predictor", "baseline")]
+
+
+LEVEL_TRACES: dict[str, Callable[..., go.Scatter]] = {
+    "theory": theory_trace, "bound": bound_trace, "baseline": baseline_trace}
+
+
+def _levels(theory: TheoryValues) -> list[tuple[float, str, Callable[..., go.Scatter]]]:
+    """:func:`theory_levels`, each with its plotly trace."""
+    return [(value, name, LEVEL_TRACES[kind]) for value, name, kind in theory_levels(theory)]
 
 
 class TrainingPanel:
@@ -201,12 +212,14 @@ class TrainingPanel:
     controls' values ``{param.name: value}`` to the run's configs (it may raise ConfigError);
     ``theory(task, model)`` gives the values compared (default
     :func:`~nlicl_lib.theory.values.theory_values`); ``x_param`` is the parameter along which
-    the runs are drawn (default: the first)."""
+    the runs are drawn (default: the first); ``chapter`` names it for the static site's in-page
+    trainer (:mod:`nlicl_lib.pages.in_page`)."""
 
     def __init__(self, title: str, params: Sequence[Param], configure: Configure, *,
                  x_param: str | None = None, theory: Callable[..., TheoryValues] = theory_values,
-                 device: str = "auto", memory_cap: int = MEMORY_CAP_BYTES):
+                 device: str = "auto", memory_cap: int = MEMORY_CAP_BYTES, chapter: str = ""):
         self.title, self.params = title, {p.name: p for p in params}
+        self.chapter = chapter
         self._configure, self._theory = configure, theory
         self.x_param = x_param or params[0].name
         self.device = resolve_device(device)
@@ -406,7 +419,8 @@ class TrainingPanel:
         and time lines and a disabled Train button, with ids of its own on the page."""
         panel_id = f"nlicl-panel-{next(_static_ids)}"
         controls = "".join(p.static_html(f"{panel_id}-{name}") for name, p in self.params.items())
-        return (f'<div class="nlicl-static-panel" id="{panel_id}">'
+        chapter = f' data-nlicl-chapter="{escape(self.chapter)}"' if self.chapter else ""
+        return (f'<div class="nlicl-static-panel" id="{panel_id}"{chapter}>'
                 f'<p class="nlicl-static-notice" role="note">{escape(STATIC_NOTICE)}</p>'
                 f'<p class="nlicl-static-title"><strong>{escape(self.title)}</strong></p>'
                 f'<div class="nlicl-static-controls">{controls}</div>'
@@ -462,7 +476,7 @@ def lsa_gd_panel(device: str = "auto") -> TrainingPanel:
         Param("input_dim", "input dimension d", 5, 1, 10),
         Param("noise_std", "label noise σ", 0.0, 0.0, 2.0, step=0.25),
         *_training("lsa", "default"),
-    ], configure, device=device)
+    ], configure, device=device, chapter="ch1")
 
 
 def attention_alone_panel(device: str = "auto") -> TrainingPanel:
@@ -482,7 +496,7 @@ def attention_alone_panel(device: str = "auto") -> TrainingPanel:
               help="every monomial of degree 1..k, or only those of degree k"),
         Param("context_length", "context length n", 20, 10, 80, step=10),
         *_training("lsa", "panel-ch2", 2000),
-    ], configure, device=device)
+    ], configure, device=device, chapter="ch2")
 
 
 def glu_kernel_panel(device: str = "auto") -> TrainingPanel:
@@ -503,7 +517,7 @@ def glu_kernel_panel(device: str = "auto") -> TrainingPanel:
               help="'none' is the bilinear GLU of the theory; silu and gelu gate one branch"),
         Param("seed", "seed", 0, 0, 9, help="initialisation and training prompts"),
         *_training("glu-lsa", "one-block"),
-    ], configure, device=device)
+    ], configure, device=device, chapter="ch3")
 
 
 def block_size_panel(device: str = "auto") -> TrainingPanel:
@@ -520,7 +534,7 @@ def block_size_panel(device: str = "auto") -> TrainingPanel:
         Param("feature_slots", "feature slots m", 3, 1, 8),
         Param("glu_width", "GLU width h", 3, 1, 8),
         *_training("glu-lsa", "panel-ch4"),
-    ], configure, device=device)
+    ], configure, device=device, chapter="ch4")
 
 
 def depth_panel(device: str = "auto") -> TrainingPanel:
@@ -552,7 +566,7 @@ def depth_panel(device: str = "auto") -> TrainingPanel:
         Param("feature_slots", "feature slots m", 3, 1, 6),
         Param("degree", "degree k", 2, 2, 3),
         *_training("glu-lsa", "panel-ch5", 2000),
-    ], configure, theory=theory, device=device)
+    ], configure, theory=theory, device=device, chapter="ch5")
 
 
 PANELS = {"ch1": lsa_gd_panel, "ch2": attention_alone_panel, "ch3": glu_kernel_panel,
