@@ -7,7 +7,7 @@
 #   make test          set up .venv, run the unit tests (not the slow ones, not the browser test) and the in-page trainer's (node --test)
 #   make test-slow     the slow unit tests: reruns of the stored studies, trained models (minutes)
 #   make pdf           print the built site into one PDF, _build/html/nlicl-book.pdf (after `make book`)
-#   make browser-test  open every built page in headless chromium, check the built HTML and count the numbers in its prose (needs `make book` first)
+#   make browser-test  open every built page in headless chromium, train every chapter's panel in the page, check the built HTML and count the numbers in its prose (needs `make book` first)
 #   make notebook-test the downloaded notebooks and the Colab copies, read and run as their readers would (after `make book`)
 #   make live-test     every chapter's built notebook in a venv built from binder/ alone, as on Binder (after `make book`)
 #   make binder-lock   rewrite binder/requirements.txt (every package pinned) from binder/requirements.in
@@ -139,6 +139,7 @@ chromium:
 
 browser-test: setup chromium
 	$(BIN)/python -m pytest -m browser tests/test_browser.py
+	$(BIN)/python -m pytest -m browser -s tests/test_in_page_browser.py
 	$(BIN)/python -m pytest -m built -q tests/test_figure_captions.py tests/test_chapter_openings.py tests/test_prose_numbers.py
 
 # The notebooks the site offers: each download read as plain Markdown and drawn by nbconvert's

@@ -12,8 +12,9 @@ the traces its notebook output records (``nlicl_lib.pages.display`` writes the c
 metadata), each visible trace with its data inside the plot area; every slider step, clicked,
 changes the figure; each slider names all its steps or shows its current value (never some
 labels only); no printed output is wider than the column; every formula is typeset; the
-header's icons draw; a chapter shows its static training panel (a ``role="note"`` notice, then
-a disabled Train button) and no widget view; the page loads at most ``MAX_COLD_LOAD_BYTES`` in
+header's icons draw; a chapter shows its training panel (a ``role="note"`` notice, then the Train
+button, enabled: Chromium runs the in-page trainer, ``tests/test_in_page_browser.py``) and no
+widget view; the page loads at most ``MAX_COLD_LOAD_BYTES`` in
 a fresh browser; and nothing fails (console error, uncaught exception, failed request).
 
 At phone width, 390 x 844 (``TestPhone``): every figure and its text fit the column, nothing
@@ -646,7 +647,9 @@ class TestDesktop:
 
     def test_static_training_panel(self, desktop: OpenPage) -> None:
         """The static site shows no ipywidgets view; a chapter shows its training panel as a
-        card: the notice (``role="note"``) first, then the disabled Train button."""
+        card: the notice (``role="note"``) first, saying the panel trains in this browser, then
+        the Train button, enabled (Chromium runs module workers, so the page's loader in
+        nlicl-figures.js enables the controls; the trainer itself loads only on the press)."""
         views = desktop.js("window.nlicl.widgetViews()")
         assert not views, f"{desktop.name}: {len(views)} ipywidgets view(s)"
         panels = desktop.js("window.nlicl.staticPanels()")
@@ -658,12 +661,14 @@ class TestDesktop:
             if panel["firstChildRole"] != "note":
                 problems.append(f"panel {index}: its first child is <{panel['firstChild']}>, "
                                 "not the role='note' notice")
+            if "trains in your browser" not in (panel["noticeText"] or ""):
+                problems.append(f"panel {index}: its notice reads {panel['noticeText']!r}")
             train = [b for b in panel["buttons"] if "train" in b["text"].lower()]
             if not train:
                 problems.append(f"panel {index}: no Train button")
-            problems += [f"panel {index}: {b['text']!r} is enabled or before the notice"
-                         for b in train if not b["disabled"] or not b["afterNotice"]]
-        _fail_all(desktop.name, "static training panels", problems)
+            problems += [f"panel {index}: {b['text']!r} is disabled or before the notice"
+                         for b in train if b["disabled"] or not b["afterNotice"]]
+        _fail_all(desktop.name, "training panels", problems)
 
     def test_slider_steps_are_all_named_or_the_value_shown(self, desktop: OpenPage) -> None:
         _fail_all(desktop.name, "sliders with unnamed steps at 1280 px",

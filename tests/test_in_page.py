@@ -140,3 +140,18 @@ def test_export_names_refused_settings_as_the_panel_does() -> None:
 def test_bad_chapter_is_named() -> None:
     with pytest.raises(ConfigError, match="chapter"):
         in_page.panel_export("ch9")
+
+
+def test_static_cards_name_their_chapter_and_quote_the_measured_time(monkeypatch) -> None:
+    """Each chapter's static card names its chapter for the page's trainer and carries, hidden
+    until the page can train, the seconds ``bench/in_page_times.py --store`` measured."""
+    import nlicl_lib.pages.panels as panels
+
+    monkeypatch.setenv("NLICL_BOOK_BUILD", "1")
+    stored = json.loads(panels.IN_PAGE_TIMES.read_text())
+    for chapter, make in PANELS.items():
+        html = make("cpu").static_html()
+        assert f'data-nlicl-chapter="{chapter}"' in html
+        seconds = stored["chapters"][chapter]["seconds"]
+        assert 'class="nlicl-static-line nlicl-in-page-time" hidden>' in html
+        assert f"trained and tested in {seconds:.0f} s" in html

@@ -234,3 +234,106 @@
     attachAll();
   }
 })();
+
+/*
+ * The chapters' training panels train in the reader's browser (issue 35). The book build writes
+ * each panel as a disabled card (nlicl_lib.pages.panels.TrainingPanel.static_html:
+ * div.nlicl-static-panel[data-nlicl-chapter]). Where module Web Workers run, this enables its
+ * controls and Train, keeps each slider's readout beside it, and rewords the notice; nothing of
+ * the trainer loads until the first press, which imports in-page/panel.js (beside this file)
+ * and hands it the panel. Elsewhere the card stays disabled and its notice says why.
+ */
+(() => {
+  "use strict";
+
+  const here = document.currentScript && document.currentScript.src; // at load, not later
+  const NOTICE = "This panel trains in your browser: move the controls and press Train (the "
+    + "model trains here, in a background thread; nothing is sent anywhere). On Binder or Colab "
+    + "(the launch buttons at the top of the page) the same panel runs live in Python.";
+  const DEVICE = "Device: this browser, in a Web Worker (one CPU core).";
+  const ESTIMATE = "Expected time: measured as it trains (the progress bar shows the time left).";
+  const UNABLE = " This browser cannot train it in the page: the in-page trainer needs module "
+    + "Web Workers.";
+
+  // The options' `type` is read only by a browser that knows module workers; the URL cannot
+  // be parsed, so no worker starts and nothing is requested.
+  const moduleWorkers = () => {
+    let read = false;
+    try {
+      new Worker("http://[", { get type() { read = true; return "module"; } }).terminate();
+    } catch (error) { /* the URL, as intended */ }
+    return read && typeof window.Plotly === "object";
+  };
+
+  // Python's format(x, ".3g"), as Param.shown writes a float
+  const g3 = (x) => {
+    if (x === 0 || !Number.isFinite(x)) return String(x);
+    const [mantissa, exponent] = x.toExponential(2).split("e");
+    const e = Number(exponent);
+    if (e < -4 || e >= 3) {
+      return `${mantissa.replace(/\.?0+$/, "")}e${e < 0 ? "-" : "+"}${String(Math.abs(e)).padStart(2, "0")}`;
+    }
+    return x.toFixed(Math.max(0, 2 - e)).replace(/(\.\d*?)0+$/, "$1").replace(/\.$/, "");
+  };
+
+  // Param.static_html writes a log slider over the exponent, its readout (and aria-valuetext)
+  // as 10^value; an integer step from an integer start is an integer slider (str(value)).
+  const readout = (input) => {
+    const value = Number(input.value);
+    const shown = Number(input.getAttribute("aria-valuetext"));
+    const log = Math.abs(shown - value) > 1e-9 && Math.abs(Math.log10(shown) - Number(
+      input.defaultValue)) < 1e-3;
+    const whole = Number.isInteger(Number(input.step)) && Number.isInteger(Number(input.min));
+    return () => (log ? g3(10 ** Number(input.value))
+      : whole ? String(Math.round(Number(input.value))) : g3(Number(input.value)));
+  };
+
+  const enable = (panel) => {
+    panel.querySelector(".nlicl-static-notice").textContent = NOTICE;
+    const lines = panel.querySelectorAll(".nlicl-static-line:not(.nlicl-in-page-time)");
+    if (lines.length === 2) [lines[0].textContent, lines[1].textContent] = [DEVICE, ESTIMATE];
+    // the default run's time in a browser, measured when the book was (bench/in_page_times.py)
+    panel.querySelectorAll(".nlicl-in-page-time").forEach((line) => { line.hidden = false; });
+    panel.querySelectorAll("input[type=range]").forEach((input) => {
+      const output = panel.querySelector(`output[for="${input.id}"]`);
+      const show = readout(input);
+      input.addEventListener("input", () => {
+        const text = show();
+        input.setAttribute("aria-valuetext", text);
+        if (output) output.textContent = text;
+      });
+    });
+    panel.querySelectorAll("input, fieldset, button").forEach((control) => {
+      control.disabled = false;
+      control.removeAttribute("aria-disabled");
+    });
+    const train = panel.querySelector(".nlicl-static-actions button");
+    let ready = null;
+    train.addEventListener("click", () => {
+      ready = ready || import(new URL("in-page/panel.js", here).href)
+        .then((module) => module.attach(panel));
+      ready.then((trainer) => trainer.train()).catch((error) => {
+        ready = null; // a later press tries again
+        let status = panel.querySelector(".nlicl-run-status");
+        if (!status) {
+          status = document.createElement("p");
+          status.className = "nlicl-run-status";
+          status.setAttribute("role", "status");
+          train.parentElement.after(status);
+        }
+        status.dataset.state = "error";
+        status.textContent = `Not trained: the trainer did not load (${error.message || error}).`;
+      });
+    });
+  };
+
+  const setUp = () => {
+    const able = Boolean(here) && moduleWorkers();
+    document.querySelectorAll("div.nlicl-static-panel[data-nlicl-chapter]").forEach((panel) => {
+      if (able) enable(panel);
+      else panel.querySelector(".nlicl-static-notice").append(UNABLE);
+    });
+  };
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", setUp);
+  else setUp();
+})();

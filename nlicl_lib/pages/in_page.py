@@ -37,7 +37,8 @@ import torch
 from nlicl_lib.core.errors import ConfigError
 from nlicl_lib.core.models import ModelConfig, build_model
 from nlicl_lib.core.tasks import TaskConfig, sample_prompts
-from nlicl_lib.pages.panels import PANELS, Param, TrainingPanel, theory_levels
+from nlicl_lib.pages.panels import LEVEL_TRACES, PANELS, Param, TrainingPanel, theory_levels
+from nlicl_lib.pages.plots import COLORS, trained_trace
 from nlicl_lib.theory.closed_forms import null_loss
 from nlicl_lib.training.train import TrainConfig, train
 
@@ -89,7 +90,8 @@ def panel_export(chapter: str) -> dict[str, Any]:
     ``"train.batch_size"``, ``"learning_rate_scale"``, ``"null_loss"``); ``columns``, those that
     change with the deciding controls (``key_params``); ``entries``, one per combination of
     their values in ``itertools.product`` order (the first control slowest), each ``{"v":
-    [value per column], "l": [[level, index in level_names], ...]}`` or ``{"e": message}``."""
+    [value per column], "l": [[level, index in level_names], ...]}`` or ``{"e": message}``;
+    ``styles`` (:func:`styles`)."""
     if chapter not in PANELS:
         raise ConfigError("chapter", chapter, "one of " + ", ".join(PANELS))
     panel = PANELS[chapter]("cpu")
@@ -121,7 +123,17 @@ def panel_export(chapter: str) -> dict[str, Any]:
         "level_kinds": [names[name] for name in order],
         "entries": entries,
         "test_prompts": TEST_PROMPTS,
+        "styles": styles(),
     }
+
+
+def styles() -> dict[str, Any]:
+    """How the page draws a run, as the book's figures do (:mod:`nlicl_lib.pages.plots`): the
+    training curve's and the test marker's colours, and each theory level's line."""
+    return {"curve": trained_trace([0], [0], "").line.to_plotly_json(),
+            "marker": COLORS["trained2"],
+            "levels": {kind: trace([0], [0], "").line.to_plotly_json()
+                       for kind, trace in LEVEL_TRACES.items()}}
 
 
 # --- fixtures: the library's model and trainer, in float64 ----------------------------------

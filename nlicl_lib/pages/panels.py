@@ -21,11 +21,13 @@ Train button (:meth:`TrainingPanel.static_html`).
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape
+from pathlib import Path
 from typing import Any
 
 import ipywidgets as widgets
@@ -76,6 +78,24 @@ STATIC_DEVICE = "Device: chosen when the page runs live (CUDA when present, othe
 STATIC_ESTIMATE = ("Expected time: planned when the page runs live; the default settings take "
                    "20 s or less on 2 CPU cores.")
 _static_ids = itertools.count()
+IN_PAGE_TIMES = Path(__file__).resolve().parents[1] / "experiments" / "data" / "in-page-times.json"
+"""The in-page runs' times at each panel's defaults, measured in headless Chromium by
+``bench/in_page_times.py --store`` (with the machine and its load): the static card quotes its
+chapter's, for the in-page trainer (hidden until the page finds it can train)."""
+
+
+def in_page_time(chapter: str) -> str | None:
+    """The sentence the static card shows about its default in-page run, from
+    :data:`IN_PAGE_TIMES` (``None`` without a measurement)."""
+    if not IN_PAGE_TIMES.exists():
+        return None
+    stored = json.loads(IN_PAGE_TIMES.read_text())
+    run = stored["chapters"].get(chapter)
+    if run is None:
+        return None
+    return (f"In the browser: the default settings trained and tested in {run['seconds']:.0f} s "
+            f"on the machine that measured the book ({stored['machine']}, {stored['date']}); "
+            "your device may be faster or slower.")
 
 
 @dataclass(frozen=True)
@@ -420,12 +440,15 @@ class TrainingPanel:
         panel_id = f"nlicl-panel-{next(_static_ids)}"
         controls = "".join(p.static_html(f"{panel_id}-{name}") for name, p in self.params.items())
         chapter = f' data-nlicl-chapter="{escape(self.chapter)}"' if self.chapter else ""
+        timed = in_page_time(self.chapter) if self.chapter else None
+        in_page = (f'<p class="nlicl-static-line nlicl-in-page-time" hidden>{escape(timed)}</p>'
+                   if timed else "")
         return (f'<div class="nlicl-static-panel" id="{panel_id}"{chapter}>'
                 f'<p class="nlicl-static-notice" role="note">{escape(STATIC_NOTICE)}</p>'
                 f'<p class="nlicl-static-title"><strong>{escape(self.title)}</strong></p>'
                 f'<div class="nlicl-static-controls">{controls}</div>'
                 f'<p class="nlicl-static-line">{escape(STATIC_DEVICE)}</p>'
-                f'<p class="nlicl-static-line">{escape(STATIC_ESTIMATE)}</p>'
+                f'<p class="nlicl-static-line">{escape(STATIC_ESTIMATE)}</p>{in_page}'
                 '<p class="nlicl-static-actions"><button type="button" disabled '
                 'aria-disabled="true">Train</button></p></div>')
 

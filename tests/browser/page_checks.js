@@ -297,8 +297,9 @@
 
   // --- static training panels --------------------------------------------------------------
 
-  // Each training panel of the static site: its first child (the notice, role="note"), and
-  // its buttons, disabled or not, and whether each comes after the panel's notice.
+  // Each training panel of the static site (trained in the page where the browser can: see
+  // nlicl-figures.js): its first child (the notice, role="note"), the notice's start, and its
+  // buttons, disabled or not, and whether each comes after the panel's notice.
   function staticPanels() {
     return Array.from(document.querySelectorAll("div.nlicl-static-panel")).map((panel) => {
       const first = panel.firstElementChild;
