@@ -227,6 +227,28 @@ def _panel_page(browser: object, site_url: str, chapter: str) -> tuple[object, P
     return page, watch, requested
 
 
+def test_on_paper_the_card_keeps_its_own_words(built: None, browser: object, site_url: str) -> None:
+    """Printed (the PDF, ``make pdf``), where nothing trains, the card reads as the book build
+    wrote it: the notice that it trains live, the device and time lines, no in-page time; on
+    screen the page's wording."""
+    if "ch1" not in CHAPTERS:
+        pytest.skip("no chapter 1 page")
+    page, watch, _ = _panel_page(browser, site_url, "ch1")
+    panel = page.locator('div.nlicl-static-panel[data-nlicl-chapter="ch1"]')
+    screen = panel.locator(".nlicl-static-notice").inner_text()
+    page.emulate_media(media="print")
+    paper = panel.locator(".nlicl-static-notice").inner_text()
+    lines = panel.locator(".nlicl-static-line").evaluate_all(
+        "(lines) => lines.filter((l) => getComputedStyle(l).display !== 'none')"
+        ".map((l) => l.innerText)")
+    page.context.close()
+    assert screen.startswith("This panel trains in your browser"), screen
+    assert paper.startswith("This panel trains only when the chapter runs live"), paper
+    assert lines[0].startswith("Device: chosen when the page runs live"), lines
+    assert not any(line.startswith("In the browser") for line in lines), lines
+    watch.assert_none("ch1 printed")
+
+
 SET_SLIDER_JS = """([panel, name, value]) => {
   const element = document.querySelector(`div.nlicl-static-panel[data-nlicl-chapter="${panel}"]`);
   const input = document.getElementById(`${element.id}-${name}`);

@@ -288,10 +288,22 @@
       : whole ? String(Math.round(Number(input.value))) : g3(Number(input.value)));
   };
 
+  // On screen the new wording; on paper (the PDF prints the site) the card's own, since
+  // nothing trains there (nlicl.css: .nlicl-screen-only, .nlicl-print-only).
+  const reword = (element, text) => {
+    const screen = document.createElement("span");
+    screen.className = "nlicl-screen-only";
+    screen.textContent = text;
+    const paper = document.createElement("span");
+    paper.className = "nlicl-print-only";
+    paper.textContent = element.textContent;
+    element.replaceChildren(screen, paper);
+  };
+
   const enable = (panel) => {
-    panel.querySelector(".nlicl-static-notice").textContent = NOTICE;
+    reword(panel.querySelector(".nlicl-static-notice"), NOTICE);
     const lines = panel.querySelectorAll(".nlicl-static-line:not(.nlicl-in-page-time)");
-    if (lines.length === 2) [lines[0].textContent, lines[1].textContent] = [DEVICE, ESTIMATE];
+    if (lines.length === 2) [[lines[0], DEVICE], [lines[1], ESTIMATE]].forEach((l) => reword(...l));
     // the default run's time in a browser, measured when the book was (bench/in_page_times.py)
     panel.querySelectorAll(".nlicl-in-page-time").forEach((line) => { line.hidden = false; });
     panel.querySelectorAll("input[type=range]").forEach((input) => {
