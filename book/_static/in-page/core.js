@@ -337,8 +337,9 @@ export class Model {
     return grads;
   }
 
-  /** Predictions for every prompt of `prompts`; with `grads` (from zeroGrads) and `targets`,
-   *  also adds the gradient of scale * mean((prediction - target)^2) and returns the loss. */
+  /** Predictions for every prompt of `prompts`; with `grads` (from zeroGrads), also adds the
+   *  gradient of scale * mean((prediction - y_{n+1})^2) and returns that loss. A stack in the
+   *  GD form runs through its statistics unless `fast` is false. */
   run(prompts, grads = null, scale = 1) {
     if (this.s.gdForm && this.fast) return this.runStatistics(prompts, grads, scale);
     return this.runTokens(prompts, grads, scale);
@@ -346,7 +347,7 @@ export class Model {
 
   /** :meth:`run` through the tokens, every layer of every block (the plain path). */
   runTokens(prompts, grads = null, scale = 1) {
-    const { batch, tokens, d } = prompts;
+    const { batch, tokens } = prompts;
     const predictions = new Float64Array(batch);
     let loss = 0;
     for (let b = 0; b < batch; b++) {
@@ -360,7 +361,6 @@ export class Model {
         this.backward(grads, 2 * diff * scale / batch);
       }
     }
-    void d;
     return { predictions, loss: grads === null ? NaN : scale * loss / batch };
   }
 
@@ -391,8 +391,7 @@ export class Model {
   }
 
   backward(grads, gradPrediction) {
-    const { depth, glu, D } = this.s;
-    const t = this.task.context_length + 1;
+    const { depth, glu } = this.s;
     let g = this.gradStream, next = this.gradNext;
     g.fill(0);
     let k = 2 * depth - 1; // stream[k]: the input of the last LSA layer
@@ -411,7 +410,6 @@ export class Model {
       }
       k -= 1;
     }
-    void t; void D;
   }
 
   // GLU: out = z + [0; W3 (act(W1 r) * (W2 r)); 0], r the first `reads` entries of z
