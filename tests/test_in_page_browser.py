@@ -71,17 +71,13 @@ def library_reference(chapter: str) -> tuple[tuple[float, float], ...]:
     (measured 2026-12-07: seeds 0 to 3 gave 0.1538, 0.1545, 0.1910, 0.1947). Cached."""
     from dataclasses import replace
 
-    from nlicl_lib.core.planning import eval_batch_size
-    from nlicl_lib.experiments.run import run_experiment
-    from nlicl_lib.pages.panels import PANELS, RELATIVE_ERROR
+    from nlicl_lib.pages.panels import PANELS
 
     panel = PANELS[chapter]("cpu")
     task, model, train = panel.configure()
     runs = []
     for seed in REFERENCE_SEEDS:
-        result = run_experiment(task, model, replace(train, seed=seed), "cpu", progress=False,
-                                relative_error=RELATIVE_ERROR, theory=False,
-                                eval_batch_size=eval_batch_size(task, model))
+        result = panel.experiment(task, model, replace(train, seed=seed))
         null = result.theory.null_loss
         error = 0.0 if result.exact_test_loss is not None else result.test.std_error / null
         runs.append((result.test_loss / null, error))

@@ -42,6 +42,19 @@ def traces(panel, name):
     return [t for t in panel.figure().data if t.name.startswith(name)]
 
 
+def test_a_controls_values_are_its_grid_and_each_passes_its_check():
+    params = small_panel().params
+    assert params["depth"].values() == [1, 2, 3]
+    assert params["n"].values() == [4, 8, 12, 16, 20, 24, 28, 32]
+    rates = params["lr"].values()  # over the exponent, as FloatLogSlider: 10^-3 ... 10^3
+    assert len(rates) == 61 and rates[0] == 0.001 and rates[-1] == 1000.0
+    np.testing.assert_allclose(np.diff(np.log10(rates)), 0.1, rtol=1e-9)
+    for param in params.values():
+        for value in param.values():
+            param.check(value)
+    assert Param("mode", "mode", "a", options=("a", "b")).values() == ["a", "b"]
+
+
 def test_a_press_trains_the_librarys_run_and_shows_its_loss_next_to_the_theory():
     panel = small_panel()
     assert "cpu (1 thread)" in panel.plan_line.value and "s</b> of training" in panel.plan_line.value

@@ -12,7 +12,8 @@ library, not trusted:
   (:func:`~nlicl_lib.pages.panels.theory_levels`). The training settings are those of
   :mod:`nlicl_lib.training.settings`, through the panel: nothing is copied into the page.
 - :func:`fixtures` gives, for every model variant a panel trains, float64 weights, a batch of
-  prompts, the loss and its gradients, and three Adam steps of the library's trainer;
+  prompts, the loss, and three Adam steps of the library's trainer with the gradients each
+  took;
   ``tests/js/`` runs the page's code on them (Node's test runner) to $10^{-12}$, and
   ``tests/test_in_page.py`` regenerates them and fails when they change.
 
@@ -23,6 +24,7 @@ fixtures.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 import math
@@ -37,29 +39,16 @@ import torch
 from nlicl_lib.core.errors import ConfigError
 from nlicl_lib.core.models import ModelConfig, build_model
 from nlicl_lib.core.tasks import TaskConfig, sample_prompts
-from nlicl_lib.pages.panels import LEVEL_TRACES, PANELS, Param, TrainingPanel, theory_levels
+from nlicl_lib.pages.panels import LEVEL_TRACES, PANELS, TrainingPanel, theory_levels
 from nlicl_lib.pages.plots import COLORS, trained_trace
 from nlicl_lib.theory.closed_forms import null_loss
+from nlicl_lib.training.evaluate import MIN_TEST_PROMPTS
 from nlicl_lib.training.train import TrainConfig, train
 
 TRAINING_PARAMS = ("steps", "learning_rate", "seed")
 """Controls that change how a model trains, not which: the page sets them on the run's
 ``TrainConfig`` (the rate times the entry's ``learning_rate_scale``, the depth's division)."""
-TEST_PROMPTS = 40_000
-"""Test prompts of an in-page run: the live panel's least (``min_prompts`` of
-:func:`~nlicl_lib.training.evaluate.test_loss` at its relative error of
-:data:`~nlicl_lib.pages.panels.RELATIVE_ERROR`)."""
 FIXTURE_SEED = 7
-
-
-def param_values(param: Param) -> list[Any]:
-    """Every value the control can take, in its order (the page keys entries by the index)."""
-    if param.options:
-        return list(param.options)
-    count = int(round((param.maximum - param.minimum) / param.step)) + 1
-    if isinstance(param.default, int):
-        return [int(param.minimum + i * param.step) for i in range(count)]
-    return [round(param.minimum + i * param.step, 12) for i in range(count)]
 
 
 LEVEL_DIGITS = 8
@@ -99,7 +88,7 @@ def panel_export(chapter: str) -> dict[str, Any]:
     keys = [p for p in params if p.name not in TRAINING_PARAMS]
     defaults = {p.name: p.default for p in params}
     raw = [_entry(panel, {**defaults, **{p.name: v for p, v in zip(keys, values, strict=True)}})
-           for values in itertools.product(*(param_values(p) for p in keys))]
+           for values in itertools.product(*(p.values() for p in keys))]
     base = _entry(panel, defaults)["fields"]
     columns = sorted({k for e in raw if "fields" in e for k, v in e["fields"].items()
                       if v != base[k]})
@@ -116,13 +105,13 @@ def panel_export(chapter: str) -> dict[str, Any]:
         "params": [{**asdict(p), "options": list(p.options)} for p in params],
         "x_param": panel.x_param,
         "key_params": [p.name for p in keys],
-        "key_values": [param_values(p) for p in keys],
+        "key_values": [p.values() for p in keys],
         "base": base,
         "columns": columns,
         "level_names": order,
         "level_kinds": [names[name] for name in order],
         "entries": entries,
-        "test_prompts": TEST_PROMPTS,
+        "test_prompts": MIN_TEST_PROMPTS,
         "styles": styles(),
     }
 
@@ -171,38 +160,58 @@ def _tensors(values: dict[str, torch.Tensor]) -> dict[str, Any]:
     return {name: value.detach().double().tolist() for name, value in values.items()}
 
 
+def _gradients(model: torch.nn.Module, task: TaskConfig, batch: Any, slots: int
+               ) -> tuple[torch.Tensor, float, dict[str, torch.Tensor]]:
+    r"""The prediction on ``batch``, its loss over $\mathbb E[y^2]$ (what the trainer
+    minimises) and the loss's gradients, unclipped, at ``model``'s weights."""
+    model.zero_grad()
+    prediction = model(batch.embed(slots))
+    loss = torch.mean((prediction - batch.query_label) ** 2) / null_loss(task)
+    loss.backward()
+    gradients = {k: v.grad.detach().clone() for k, v in model.named_parameters()}
+    model.zero_grad()
+    return prediction.detach(), float(loss.detach()), gradients
+
+
 def fixture(name: str, batch_size: int = 8, steps: int = 3) -> dict[str, Any]:
-    """One case of :data:`FIXTURE_CASES`: the float64 model at initialisation, the first
-    training batch, its normalised loss and gradients, and the weights after each of ``steps``
-    Adam steps of :func:`~nlicl_lib.training.train.train` (whose batches are included)."""
+    r"""One case of :data:`FIXTURE_CASES`: the float64 model at initialisation, the first
+    training batch's prediction and normalised loss, and ``steps`` Adam steps of
+    :func:`~nlicl_lib.training.train.train`: each step's batch, the gradients at the weights
+    before it (unclipped), its learning rate and the weights after it.
+
+    The page is checked step by step from the library's numbers (its gradients at the
+    library's weights; its Adam fed the library's gradients), not along its own trajectory:
+    where a clipped gradient entry is near Adam's $\epsilon$ = 1e-8, its step amplifies a
+    float64 rounding of the gradient about $10^4$ times (measured: 1.4e-12 of the weights'
+    scale after one step of the large initialisation)."""
     task, config = FIXTURE_CASES[name]
-    resolved = config.resolved(task)
+    slots = config.resolved(task).feature_slots
     train_config = TrainConfig(steps=steps, batch_size=batch_size, learning_rate=0.05,
                                seed=FIXTURE_SEED)
     model = build_model(config, task, seed=FIXTURE_SEED, dtype=torch.float64)
     batches = [sample_prompts(task, batch_size, FIXTURE_SEED, step, dtype=torch.float64)
                for step in range(steps)]
     initial = {k: v.detach().clone() for k, v in model.named_parameters()}
-    first = batches[0]
-    prediction = model(first.embed(resolved.feature_slots))
-    loss = torch.mean((prediction - first.query_label) ** 2) / null_loss(task)
-    loss.backward()
-    gradients = {k: v.grad.detach().clone() for k, v in model.named_parameters()}
-    model.zero_grad()
-    after = []
-    train(model, task, train_config, progress=False,
-          callback=lambda _step, _loss: after.append(_tensors(dict(model.named_parameters()))))
+    prediction, loss, first = _gradients(model, task, batches[0], slots)
+    gradients, after = [first], []
+
+    def record(step: int, _loss: float) -> None:
+        after.append(_tensors(dict(model.named_parameters())))
+        if step + 1 < steps:  # the next step's gradients, on a copy (the trainer owns .grad)
+            gradients.append(_gradients(copy.deepcopy(model), task, batches[step + 1], slots)[2])
+
+    train(model, task, train_config, progress=False, callback=record)
     return {
         "name": name,
         "task": {k: v for k, v in asdict(task).items() if k != "covariance"},
-        "model": asdict(resolved),
+        "model": asdict(config.resolved(task)),
         "train": asdict(train_config),
         "null_loss": null_loss(task),
         "weights": _tensors(initial),
         "batches": [{"x": b.x.tolist(), "y": b.y.tolist()} for b in batches],
-        "prediction": prediction.detach().tolist(),
-        "loss": float(loss.detach()),
-        "gradients": _tensors(gradients),
+        "prediction": prediction.tolist(),
+        "loss": loss,
+        "gradients": [_tensors(g) for g in gradients],
         "learning_rates": [train_config.learning_rate_at(s) for s in range(steps)],
         "weights_after": after,
     }

@@ -129,6 +129,21 @@ class Param:
         if not ok:
             raise ConfigError(self.name, value, allowed)
 
+    def values(self) -> list[Any]:
+        """Every value the control can take, in its order: the options, or the slider's grid
+        from ``minimum`` by ``step`` (over the exponent for a log slider). The in-page panel
+        keys its entries by the index (:mod:`nlicl_lib.pages.in_page`)."""
+        if self.options:
+            return list(self.options)
+        low, high = ((math.log10(self.minimum), math.log10(self.maximum)) if self.log
+                     else (self.minimum, self.maximum))
+        grid = [low + i * self.step for i in range(int(round((high - low) / self.step)) + 1)]
+        if self.log:
+            return [float(f"{10 ** v:.12g}") for v in grid]
+        if isinstance(self.default, int):
+            return [int(round(v)) for v in grid]
+        return [round(v, 12) for v in grid]
+
     def shown(self, value: Any) -> str:
         """``value`` as the control shows it (floats to 3 significant digits)."""
         return f"{value:.3g}" if isinstance(value, float) else str(value)
@@ -315,6 +330,16 @@ class TrainingPanel:
             f"<b>{seconds:.{0 if seconds >= 10 else 1}f} s</b> of training ({train.steps} steps of {train.batch_size} "
             f"prompts, at {rate}), then the test loss.")
 
+    def experiment(self, task: TaskConfig, model: ModelConfig, train: TrainConfig,
+                   callback: Callable[[int, float], bool] | None = None) -> ExperimentResult:
+        """Train and test one run as Train does, without the widgets: the library's
+        :func:`~nlicl_lib.experiments.run.run_experiment` on the panel's device, tested to a
+        standard error of :data:`RELATIVE_ERROR` of the loss, without the theory (the panel's
+        own, :meth:`theory_at`, is computed once per setting)."""
+        return run_experiment(task, model, train, self.device, progress=False,
+                              relative_error=RELATIVE_ERROR, callback=callback,
+                              eval_batch_size=eval_batch_size(task, model), theory=False)
+
     def train(self, **settings: Any) -> PanelResult:
         """Move the controls named in ``settings`` (as a reader would), train at the controls'
         values, show the result next to its theory and return it. Bad settings raise a
@@ -343,10 +368,7 @@ class TrainingPanel:
         start = time.perf_counter()
         try:
             with use_threads(self.threads):
-                experiment = run_experiment(task, model, train, self.device, progress=False,
-                                            relative_error=RELATIVE_ERROR, callback=advance,
-                                            eval_batch_size=eval_batch_size(task, model),
-                                            theory=False)  # the panel's own, computed once
+                experiment = self.experiment(task, model, train, callback=advance)
                 theory = self.theory_at(settings)
         except BaseException:
             self.progress.bar_style = "danger"

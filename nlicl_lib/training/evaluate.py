@@ -301,12 +301,17 @@ def batches_of_test_prompts(task: TaskConfig, seed: int = 0, device: torch.devic
 
 Predictor = Callable[[Prompts], torch.Tensor] | InContextRegressor
 
+MIN_TEST_PROMPTS = 40_000
+"""The fewest prompts :func:`test_loss` tests on when it stops at a precision (``min_prompts``),
+so that the standard error it stops on is itself estimated from many prompts; the in-page
+trainer tests on this many (:mod:`nlicl_lib.pages.in_page`)."""
+
 
 @torch.no_grad()
 def test_loss(predictors: Predictor | Sequence[Predictor], task: TaskConfig,
               num_prompts: int | None = None, *, relative_error: float | None = None,
               seed: int = 0, device: torch.device | str = "cpu", batch_size: int | None = None,
-              dtype: torch.dtype | None = None, integrate: str = "none", min_prompts: int = 40000,
+              dtype: torch.dtype | None = None, integrate: str = "none", min_prompts: int = MIN_TEST_PROMPTS,
               max_prompts: int = 2_000_000, return_samples: bool = False, test_samples: int = 1
               ) -> LossEstimate | list[LossEstimate] | tuple[list[LossEstimate], np.ndarray]:
     r"""The library's one test-loss estimator: the Monte Carlo test loss of one predictor (a
