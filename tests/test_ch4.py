@@ -143,7 +143,10 @@ def test_saturation_paths_equal_the_full_searches(saturation_references):
 @pytest.mark.slow
 def test_the_chapter_s_trained_blocks_at_d_3_4_5():
     """Chapter 4's trained markers (purpose "short-sweeps"): at or above the exact curve, within
-    3% of it (7% for the full block, measured at most 1.0514)."""
+    5% of it (8% for the full block). Measured 2026-12-07 over seeds 0 to 3, and at seed 0 with
+    the GLU's W3 orthogonalised in float32 and in float64 (a change of rounding size): at most
+    1.030 (1.061 for the full block); the rounding-sized change alone moved one marker from
+    1.016 to 1.030, so the training's own spread, not the CPU, sets these margins."""
     config = default_train_config(QUADRATIC, ModelConfig(kind="glu-lsa"), purpose="short-sweeps",
                                   seed=0)
     sweep = ch4.saturation_sweep(SATURATION_DIMS, SATURATION_LENGTHS, config, progress=False)
@@ -156,4 +159,4 @@ def test_the_chapter_s_trained_blocks_at_d_3_4_5():
                               (curve.trained_widths, curve.width_loss)]:
             for size, value in trained.items():
                 assert value >= best[size] * (1 - 1e-9)
-                assert value <= best[size] * (1.07 if size == p2 else 1.03)
+                assert value <= best[size] * (1.08 if size == p2 else 1.05)
