@@ -13,7 +13,7 @@ import torch
 
 from nlicl_lib import ConfigError, ModelConfig, TaskConfig, TrainConfig, resolve_device
 from nlicl_lib.core.device import available_devices, choose_threads
-from nlicl_lib.core.models import build_model
+from nlicl_lib.core.models import build_model, orthogonal_
 from nlicl_lib.core.monomials import (
     PolyMap,
     gaussian_moment,
@@ -132,6 +132,21 @@ def test_bad_input_names_the_parameter_and_what_is_allowed(call, param):
         call()
     assert info.value.param == param
     assert str(info.value).startswith(f"{param}=") and "is not allowed: " in str(info.value)
+
+
+@pytest.mark.parametrize("shape", [(6, 6), (2, 4), (10, 6)])
+def test_orthogonal_init_is_torchs_draw_orthogonalised_in_float64(shape):
+    """models.orthogonal_ takes nn.init.orthogonal_'s normals and signs, its QR in float64: a
+    float64 weight gets torch's matrix to rounding, a float32 one torch's to float32 rounding,
+    and the rows or columns (whichever are fewer) are orthonormal."""
+    for dtype, tolerance in [(torch.float64, 1e-14), (torch.float32, 1e-6)]:
+        torch.manual_seed(3)
+        ours = orthogonal_(torch.empty(*shape, dtype=dtype)).double()
+        torch.manual_seed(3)
+        theirs = torch.nn.init.orthogonal_(torch.empty(*shape, dtype=dtype)).double()
+        assert float((ours - theirs).abs().max()) <= tolerance
+        gram = ours @ ours.T if shape[0] <= shape[1] else ours.T @ ours
+        assert float((gram - torch.eye(len(gram), dtype=torch.float64)).abs().max()) <= 10 * tolerance
 
 
 def test_missing_device():
