@@ -25,14 +25,12 @@ Usage: ``python bench/in_page_times.py [ch1 ch3 ...] [--no-reference] [--store]`
 
 from __future__ import annotations
 
-import functools
 import itertools
 import os
 import statistics
 import sys
 import threading
 import time
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -72,19 +70,10 @@ INSTRUMENT_JS = """(chapter) => {
 }"""
 
 
-def serve() -> tuple[ThreadingHTTPServer, str]:
-    handler = functools.partial(site._QuietHandler, directory=str(site.HTML_DIR))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_address[1]}/"
-
-
 def measure(browser: object, url: str, chapter: str, page_name: str) -> dict:
     """One press at the defaults in a fresh context: the numbers of the module doc."""
     context = browser.new_context(viewport=VIEWPORT, service_workers="block")
-    context.route("**/*", lambda route: route.continue_()
-                  if urlparse(route.request.url).hostname in site.LOCAL_HOSTS
-                  else route.abort("blockedbyclient"))
+    context.route("**/*", site.PageWatch().block_outside)
     page = context.new_page()
     after_press: list[object] = []
     pressed = threading.Event()
@@ -133,14 +122,14 @@ def library_seconds(chapter: str) -> tuple[float, float]:
 
 def main(argv: list[str]) -> int:
     reference = "--no-reference" not in argv
-    pages = {Path(p).name.split("_")[0]: p for p in site.PAGES if site.is_chapter(p)}
+    pages = site.chapter_pages()
     chapters = [a for a in argv if not a.startswith("--")] or sorted(pages)
     if not pages:
         print(f"the book is not built ({site.HTML_DIR}): run `make book`")
         return 1
     from playwright.sync_api import sync_playwright
 
-    server, url = serve()
+    server, url = site.serve_site()
     rows, failed = [], []
     load_before = os.getloadavg()[0]
     with sync_playwright() as playwright:

@@ -91,6 +91,11 @@ def is_chapter(page: str) -> bool:
     return re.fullmatch(r"book/ch\d+[^/]*\.html", page) is not None
 
 
+def chapter_pages() -> dict[str, str]:
+    """``{"ch1": "book/ch1_lsa_is_gd.html", ...}``, from the built pages."""
+    return {re.match(r"book/(ch\d+)", page).group(1): page for page in PAGES if is_chapter(page)}
+
+
 def notebook_of(page: str) -> Path:
     """The executed notebook that the page's download button offers."""
     return SOURCES_DIR / Path(page).with_suffix(".ipynb")
@@ -192,13 +197,18 @@ class _QuietHandler(SimpleHTTPRequestHandler):
         pass
 
 
-@pytest.fixture(scope="session")
-def site_url(built: None) -> Iterator[str]:
+def serve_site() -> tuple[ThreadingHTTPServer, str]:
+    """The built site served on localhost from a thread: the server and its URL."""
     handler = functools.partial(_QuietHandler, directory=str(HTML_DIR))
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}/"
+
+
+@pytest.fixture(scope="session")
+def site_url(built: None) -> Iterator[str]:
+    server, url = serve_site()
+    yield url
     server.shutdown()
     server.server_close()
 

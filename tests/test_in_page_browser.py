@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 from tests import test_browser as site
-from tests.test_browser import HTML_DIR, PAGES, PHONE, PageWatch, is_chapter
+from tests.test_browser import HTML_DIR, PHONE, PageWatch, chapter_pages
 
 pytestmark = pytest.mark.browser
 
@@ -45,11 +45,6 @@ DONE_TIMEOUT_MS = 120_000  # press to the test loss, on 2 busy cores
 CURVE_TIMEOUT_MS = 60_000
 AGREEMENT_SIGMAS = 3.0
 REFERENCE_SEEDS = (0, 1, 2, 3)
-
-
-def chapter_pages() -> dict[str, str]:
-    """``{"ch1": "book/ch1_lsa_is_gd.html", ...}``, from the built pages."""
-    return {re.match(r"book/(ch\d+)", page).group(1): page for page in PAGES if is_chapter(page)}
 
 
 CHAPTERS = chapter_pages()
